@@ -1,0 +1,161 @@
+// The backward engine. Three iterative passes, so that graph depth never touches the stack:
+//   1. discover the nodes reachable from the output and count, for each, how many edges point at
+//      it (its dependencies);
+//   2. (grad() only) mark the nodes that lead to a requested input, so nothing else runs;
+//   3. run nodes in a ready queue: a node runs once every node that feeds it a gradient has run
+//      (its dependency count reached zero), with its incoming gradients summed. Among ready nodes
+//      the most recently created runs first, which makes the order deterministic.
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/backend.h"
+#include "tensor/creation.h"
+
+namespace linea {
+
+namespace {
+
+using autograd::AccumulateGrad;
+using autograd::Node;
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> deps{{root, 0}};
+  std::vector<Node*> stack{root};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const autograd::Edge& e : node->edges) {
+      if (!e.node) continue;
+      auto [it, inserted] = deps.try_emplace(e.node.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(e.node.get());
+    }
+  }
+  return deps;
+}
+
+// Nodes from which some target is reachable (targets included), by iterating to a fixed point
+// in reverse creation order, children before parents.
+std::unordered_set<Node*> nodes_leading_to(const std::unordered_map<Node*, int>& deps,
+                                           const std::unordered_set<Node*>& targets) {
+  std::vector<Node*> order;
+  for (const auto& [node, count] : deps) order.push_back(node);
+  std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); });
+  std::unordered_set<Node*> useful(targets);
+  // Edges point from later to earlier nodes, so one pass in creation order settles every node.
+  for (Node* node : order) {
+    for (const autograd::Edge& e : node->edges)
+      if (e.node && useful.count(e.node.get())) {
+        useful.insert(node);
+        break;
+      }
+  }
+  return useful;
+}
+
+void check_gradient(const Tensor& g, const autograd::Edge& e, const Node& from) {
+  LINEA_CHECK(g.shape() == e.shape && g.dtype() == e.dtype && g.device() == e.device, "backward",
+              "the backward of ", from.name(), " returned a gradient ", g.describe(), " for an input of ",
+              dtype_name(e.dtype), shape_str(e.shape), " on ", e.device.str());
+}
+
+// Runs the graph under `root` with `root_grad`. With `captures` non-null, stops at those nodes
+// and records the gradient arriving at each instead of accumulating into leaves.
+void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_graph,
+                  std::unordered_map<Node*, Tensor>* captures) {
+  LINEA_CHECK(output.defined(), "backward", "called on an undefined tensor");
+  std::shared_ptr<Node> root = autograd::gradient_edge(output);
+  LINEA_CHECK(root != nullptr, "backward", "the tensor ", output.describe(),
+              " does not require grad and has no grad_fn: nothing to differentiate");
+  Tensor seed = grad_output;
+  if (!seed.defined()) {
+    LINEA_CHECK(output.numel() == 1, "backward", "backward() of a non-scalar ", output.describe(),
+                " needs an explicit gradient of the same shape");
+    seed = ones(output.shape(), {output.dtype(), output.device()});
+  }
+  LINEA_CHECK(seed.shape() == output.shape() && seed.dtype() == output.dtype() && seed.device() == output.device(),
+              "backward", "the gradient ", seed.describe(), " does not match the output ", output.describe());
+
+  NoGradGuard no_grad;  // backward formulas build no graph of their own
+  auto deps = count_dependencies(root.get());
+  std::unordered_set<Node*> useful;
+  if (captures) {
+    std::unordered_set<Node*> targets;
+    for (auto& [node, g] : *captures) targets.insert(node);
+    useful = nodes_leading_to(deps, targets);
+  }
+
+  std::unordered_map<Node*, Tensor> buffers{{root.get(), seed}};
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  ready.push(root.get());
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    Tensor g = std::move(buffers[node]);
+    buffers.erase(node);
+
+    const bool captured = captures && captures->count(node);
+    if (captured) (*captures)[node] = g;
+    // grad() stops at its inputs and runs only what leads to them; leaves are never touched.
+    const bool skip = captures && (captured || !useful.count(node) || dynamic_cast<AccumulateGrad*>(node));
+    std::vector<Tensor> input_grads;
+    if (g.defined() && !skip) input_grads = node->apply(g);
+    for (size_t i = 0; i < node->edges.size(); ++i) {
+      const autograd::Edge& e = node->edges[i];
+      if (!e.node) continue;
+      Node* next = e.node.get();
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        check_gradient(input_grads[i], e, *node);
+        Tensor& slot = buffers[next];
+        if (!slot.defined()) {
+          slot = input_grads[i];
+        } else {
+          Tensor sum = empty(slot.shape(), slot.dtype(), slot.device());
+          backend_for(sum).binary(BinaryOp::Add, slot, input_grads[i], sum);
+          slot = sum;
+        }
+      }
+      if (--deps[next] == 0) ready.push(next);
+    }
+    if (!retain_graph) node->release();
+  }
+}
+
+}  // namespace
+
+void backward(const Tensor& output, const Tensor& grad_output, bool retain_graph) {
+  run_backward(output, grad_output, retain_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
+                         bool retain_graph, bool allow_unused) {
+  std::unordered_map<Node*, Tensor> captures;
+  std::vector<Node*> input_nodes;
+  for (const Tensor& x : inputs) {
+    LINEA_CHECK(x.defined() && x.requires_grad(), "grad", "every input must require grad, got ",
+                x.describe());
+    std::shared_ptr<Node> node = autograd::gradient_edge(x);
+    input_nodes.push_back(node.get());
+    captures[node.get()] = Tensor();
+  }
+  run_backward(output, grad_output, retain_graph, &captures);
+  std::vector<Tensor> result;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor g = captures[input_nodes[i]];
+    LINEA_CHECK(g.defined() || allow_unused, "grad", "input ", i, " (", inputs[i].describe(),
+                ") was not used to compute the output; pass allow_unused = true to get an undefined gradient");
+    result.push_back(g);
+  }
+  return result;
+}
+
+}  // namespace linea

@@ -1,0 +1,103 @@
+#include "autograd/node.h"
+
+#include <atomic>
+
+#include "autograd/grad_mode.h"
+#include "tensor/backend.h"
+#include "tensor/transfer.h"
+
+namespace linea::autograd {
+
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+thread_local std::vector<Node*>* t_pending_deletes = nullptr;
+}  // namespace
+
+Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(g_next_sequence_nr++) {}
+
+void NodeDeleter::operator()(Node* node) const {
+  if (t_pending_deletes != nullptr) {  // inside an outer deletion: queue, do not recurse
+    t_pending_deletes->push_back(node);
+    return;
+  }
+  std::vector<Node*> queue{node};
+  t_pending_deletes = &queue;
+  while (!queue.empty()) {
+    Node* next = queue.back();
+    queue.pop_back();
+    delete next;  // dropping its edges may queue more nodes
+  }
+  t_pending_deletes = nullptr;
+}
+
+Tensor alias_without_autograd(const Tensor& t) {
+  if (!t.defined()) return t;
+  return make_view(t, t.shape(), t.strides(), t.offset());
+}
+
+SavedTensor::SavedTensor(const Tensor& t) : data_(alias_without_autograd(t)), version_(t.defined() ? t.version() : 0) {}
+
+Tensor SavedTensor::get() const {
+  if (data_.defined())
+    LINEA_CHECK(data_.version() == version_, "backward",
+                "a tensor saved for backward (", data_.describe(), ") was modified in place after it "
+                "was saved (version ", version_, " -> ", data_.version(), "); use an out-of-place op "
+                "or clone() it before modifying");
+  return data_;
+}
+
+Grads FunctionNode::apply(const Tensor& grad_output) {
+  LINEA_CHECK(fn_ != nullptr, "backward",
+              "trying to backward through the graph a second time (at ", name(),
+              "): its saved tensors were freed; pass retain_graph = true to the first backward");
+  return fn_(grad_output);
+}
+
+Grads AccumulateGrad::apply(const Tensor& grad_output) {
+  const Tensor current = leaf_.grad();
+  if (!current.defined()) {
+    // A fresh contiguous tensor: the incoming gradient may be a broadcast view or shared.
+    leaf_.set_grad(copy_to(grad_output, grad_output.device()));
+  } else {
+    backend_for(current).binary(BinaryOp::Add, current, grad_output, current);
+    current.bump_version();
+  }
+  return {};
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  if (t.grad_fn()) return t.grad_fn();
+  AutogradMeta& meta = t.autograd_meta();
+  std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
+  if (!acc) {
+    acc = make_node<AccumulateGrad>(t);
+    meta.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(std::initializer_list<Tensor> inputs) { return needs_grad(std::vector<Tensor>(inputs)); }
+
+Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn) {
+  if (!needs_grad(inputs)) return output;
+  auto node = make_node<FunctionNode>(name, std::move(fn));
+  node->edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (t.defined()) node->edges.push_back({gradient_edge(t), t.shape(), t.dtype(), t.device()});
+    else node->edges.push_back({});
+  }
+  AutogradMeta& meta = output.autograd_meta();
+  meta.grad_fn = std::move(node);
+  meta.requires_grad = true;
+  return output;
+}
+
+}  // namespace linea::autograd

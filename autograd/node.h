@@ -1,0 +1,119 @@
+#pragma once
+// The graph. Every tensor produced by a recorded op points (grad_fn) at the Node that made it; a
+// node's edges point at the nodes that made its inputs, and a leaf that requires grad is reached
+// through its AccumulateGrad node. backward (engine.h) walks these edges from the loss.
+//
+// Each node has exactly one output (a multi-output op is several nodes), so "the gradient of a
+// node" means the gradient of the one tensor it made.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace linea::autograd {
+
+class Node;
+
+// Where an input's gradient goes, and what it must look like when it gets there.
+struct Edge {
+  std::shared_ptr<Node> node;  // null: that input needs no gradient
+  Shape shape;
+  DType dtype = kFloat32;
+  Device device;
+};
+
+class Node {
+ public:
+  explicit Node(std::string name);
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const std::string& name() const { return name_; }
+  // Creation order: the engine runs later nodes first, so the order is deterministic.
+  uint64_t sequence_nr() const { return sequence_nr_; }
+
+  // Gradients of the inputs (one per edge, undefined where none) given the output's gradient.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  // Frees what backward saved; called after backward unless the graph is retained.
+  virtual void release() {}
+  virtual bool released() const { return false; }
+
+  std::vector<Edge> edges;
+
+ private:
+  std::string name_;
+  uint64_t sequence_nr_;
+};
+
+// Deletes nodes without recursion: releasing the last handle on a 100,000-node chain would
+// otherwise recurse once per node through the edges and overflow the stack.
+struct NodeDeleter {
+  void operator()(Node* node) const;
+};
+
+template <class N, class... Args>
+std::shared_ptr<N> make_node(Args&&... args) {
+  return std::shared_ptr<N>(new N(std::forward<Args>(args)...), NodeDeleter{});
+}
+
+// A tensor saved for backward. It keeps the values (a detached alias: saving an op's own output
+// must not make a reference cycle through its grad_fn) and the storage version at save time, so
+// that use after an in-place write is an error instead of a wrong gradient.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  Tensor get() const;  // throws if the tensor was modified in place since it was saved
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Tensor data_;
+  uint64_t version_ = 0;
+};
+
+// A detached alias: same storage and view, no autograd state.
+Tensor alias_without_autograd(const Tensor& t);
+
+using Grads = std::vector<Tensor>;
+using BackwardFn = std::function<Grads(const Tensor& grad_output)>;
+
+// The node of an ordinary op: its backward formula is a closure over what it saved.
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, BackwardFn fn) : Node(std::move(name)), fn_(std::move(fn)) {}
+  Grads apply(const Tensor& grad_output) override;
+  void release() override { fn_ = nullptr; }
+  bool released() const override { return !fn_; }
+
+ private:
+  BackwardFn fn_;
+};
+
+// The end of the walk at a leaf: adds the incoming gradient into leaf.grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(const Tensor& leaf) : Node("AccumulateGrad"), leaf_(leaf) {}
+  Grads apply(const Tensor& grad_output) override;
+  const Tensor& leaf() const { return leaf_; }
+
+ private:
+  Tensor leaf_;
+};
+
+// The node through which gradients reach tensor t: its grad_fn, or for a leaf that requires
+// grad its (shared) AccumulateGrad; null when t needs no gradient.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// True when grad mode is on and some input requires grad.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+// Makes `output` the result of a node named `name` over `inputs` with backward `fn`, if any
+// input needs a gradient (else fn is dropped). Returns output. Every differentiable op ends here.
+Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn);
+
+}  // namespace linea::autograd

@@ -1,0 +1,180 @@
+#pragma once
+// Every differentiable op. Each is defined, with what it saves and its backward, in one file of
+// autograd/ops/ named after its family:
+//   views.cpp      view/reshape, permute, transpose, narrow/slice, select, expand, squeeze,
+//                  unsqueeze, flatten, contiguous, clone, detach, to(device/dtype), cat, stack, split
+//   unary.cpp      neg, exp, log, sqrt, ..., gelu, silu, pow by scalar, clamp
+//   binary.cpp     add, sub, mul, div, pow, maximum, minimum (NumPy broadcasting), comparisons
+//   select.cpp     where, masked_fill, tril, triu
+//   reduce.cpp     sum, mean, amax, amin, argmax, argmin, logsumexp, var, cumsum, sum_to
+//   matmul.cpp     matmul with batch broadcasting
+//   softmax.cpp    softmax, log_softmax, cross_entropy
+//   norm.cpp       layer_norm, rms_norm
+//   indexing.cpp   index_select, gather, scatter_add, embedding
+//   dropout.cpp    dropout
+//   inplace.cpp    add_, mul_, fill_, copy_, ... (no autograd: for optimizers and initialisers)
+// Errors name the op and the offending shapes, dtypes and devices (tensor/error.h).
+#include <optional>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "tensor/creation.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace linea {
+
+// ---- views (share storage with their input) and copies ----
+Tensor view(const Tensor& x, const Shape& shape);     // one size may be -1; needs compatible strides
+Tensor reshape(const Tensor& x, const Shape& shape);  // a view when possible, else a copy
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor t(const Tensor& x);  // transpose of a 2-D tensor
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+// Elements start, start+step, ... below end along dim (Python slicing; negative start/end count
+// from the end and are clamped). step >= 1.
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);  // drops dim
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast; -1 keeps a size
+Tensor squeeze(const Tensor& x);                     // every size-1 dim
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+Tensor clone(const Tensor& x);       // always a fresh copy
+Tensor detach(const Tensor& x);      // same data, cut from the graph
+Tensor to(const Tensor& x, Device device);
+Tensor to(const Tensor& x, DType dtype);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// ---- unary elementwise ----
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor logsigmoid(const Tensor& x);
+Tensor softplus(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor elu(const Tensor& x, double alpha = 1.0);
+enum class GeluApprox { None, Tanh };  // None: exact, with erf
+Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
+Tensor silu(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor square(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor sign(const Tensor& x);  // gradient zero
+
+// ---- binary elementwise with NumPy broadcasting; both operands of one float dtype ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);  // a > 0 where b's gradient is wanted
+Tensor maximum(const Tensor& a, const Tensor& b);  // ties send the gradient half to each
+Tensor minimum(const Tensor& a, const Tensor& b);
+// Comparisons and logic give Bool tensors and no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+
+// Scalars broadcast as 0-dim tensors of the other operand's dtype and device.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// ---- selection and masks ----
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond Bool, broadcast
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);  // mask Bool, broadcast to x
+Tensor tril(const Tensor& x, int64_t k = 0);  // zero above diagonal k of the last two dims
+Tensor triu(const Tensor& x, int64_t k = 0);
+
+// ---- reductions; dims = {} means all dims ----
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);  // amax over everything
+Tensor min(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // Int64, no gradient
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Variance with Bessel's correction (divide by n - correction).
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse = false);
+// Sums broadcast dims away so the result has `shape` (the adjoint of expand).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- linear algebra ----
+// a (..., M, K) @ b (..., K, N) with batch broadcasting; a 1-D operand is a vector as in NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- softmax family and losses ----
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+enum class Reduction { Mean, Sum, None };
+// logits (..., C), targets (...) Int64. Mean averages over the targets that are not ignore_index.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::Mean);
+
+// ---- normalization over the last dim; weight and bias (C) may be undefined ----
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+
+// ---- indexing ----
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D Int64
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);        // index like x but along dim
+// x + src added at index along dim (out of place): out[..index[i][j]..] += src[i][j].
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// weight (V, D), ids (...) Int64 -> (..., D). The gradient is summed per id in a fixed order.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+
+// ---- randomness ----
+// Zeroes each element with probability p and scales the rest by 1/(1-p) when training; the mask
+// comes from gen (default_generator() if null), so a seed fixes it.
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+// ---- in place, without autograd (for optimizers, initialisers and buffers) ----
+// They refuse a tensor that requires grad while grad mode is on, and bump the version counter.
+Tensor& add_(Tensor& x, const Tensor& y, double alpha = 1.0);  // x += alpha * y
+Tensor& mul_(Tensor& x, const Tensor& y);
+Tensor& mul_(Tensor& x, double value);
+Tensor& fill_(Tensor& x, double value);
+Tensor& zero_(Tensor& x);
+Tensor& copy_(Tensor& x, const Tensor& src);  // src broadcast to x; any dtype and device
+// x = cond ? value : x, cond Bool broadcast to x.
+Tensor& masked_fill_(Tensor& x, const Tensor& mask, double value);
+
+// A readable one-line check of two tensors' values, for tests: max |a - b|.
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace linea

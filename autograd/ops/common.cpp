@@ -1,0 +1,49 @@
+#include "autograd/ops/common.h"
+
+namespace linea::ops_detail {
+
+void check_defined(const Tensor& x, const char* op) {
+  LINEA_CHECK(x.defined(), op, "got an undefined tensor");
+}
+
+void check_floating(const Tensor& x, const char* op) {
+  check_defined(x, op);
+  LINEA_CHECK(is_floating(x.dtype()), op, "expected a float32 or float64 tensor, got ", x.describe());
+}
+
+void check_compatible(const Tensor& a, const Tensor& b, const char* op, bool allow_any) {
+  check_defined(a, op);
+  check_defined(b, op);
+  LINEA_CHECK(a.device() == b.device(), op, "tensors are on different devices: ", a.describe(), " and ",
+              b.describe());
+  LINEA_CHECK(a.dtype() == b.dtype(), op, "tensors have different dtypes: ", a.describe(), " and ",
+              b.describe(), " (convert one with to(x, dtype))");
+  if (!allow_any) check_floating(a, op);
+}
+
+void check_index_tensor(const Tensor& index, const Tensor& x, const char* op) {
+  check_defined(index, op);
+  LINEA_CHECK(index.dtype() == kInt64, op, "indices must be int64, got ", index.describe());
+  LINEA_CHECK(index.device() == x.device(), op, "indices ", index.describe(), " and tensor ", x.describe(),
+              " are on different devices");
+}
+
+Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryArgs args) {
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  backend_for(x).unary(op, x, out, args);
+  return out;
+}
+
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  const bool logical = op == BinaryOp::And || op == BinaryOp::Or;
+  check_compatible(a, b, name, is_comparison(op) || logical);
+  if (logical) LINEA_CHECK(a.dtype() == kBool, name, "expects bool tensors, got ", a.describe());
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, is_comparison(op) || logical ? kBool : a.dtype(), a.device());
+  backend_for(a).binary(op, broadcast_view(a, shape, name), broadcast_view(b, shape, name), out);
+  return out;
+}
+
+Tensor scalar_like(double value, const Tensor& x) { return full({}, value, {x.dtype(), x.device()}); }
+
+}  // namespace linea::ops_detail

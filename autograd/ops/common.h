@@ -1,0 +1,28 @@
+#pragma once
+// Helpers shared by the op files: input checks that name the op, and the forward kernels'
+// allocate-then-launch steps.
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "tensor/backend.h"
+#include "tensor/transfer.h"
+
+namespace linea::ops_detail {
+
+using autograd::Grads;
+using autograd::record;
+using autograd::SavedTensor;
+
+void check_defined(const Tensor& x, const char* op);
+void check_floating(const Tensor& x, const char* op);
+// Same device and dtype (both floating unless allow_any), else an Error naming both tensors.
+void check_compatible(const Tensor& a, const Tensor& b, const char* op, bool allow_any = false);
+void check_index_tensor(const Tensor& index, const Tensor& x, const char* op);
+
+// out = op(x) elementwise, freshly allocated.
+Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryArgs args = {});
+// out = op(a, b) with broadcasting; comparisons give Bool.
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name);
+// A 0-dim tensor holding value, in x's dtype and on x's device.
+Tensor scalar_like(double value, const Tensor& x);
+
+}  // namespace linea::ops_detail

@@ -1,0 +1,62 @@
+// LayerNorm and RMSNorm over the last dim, with fused forward and backward kernels that save the
+// per-row statistics.
+#include "autograd/ops/common.h"
+
+namespace linea {
+
+using namespace ops_detail;
+
+namespace {
+
+void check_param(const Tensor& p, const Tensor& x, const char* op, const char* what) {
+  if (!p.defined()) return;
+  check_compatible(x, p, op);
+  LINEA_CHECK(p.dim() == 1 && p.size(0) == x.size(-1), op, what, " must have shape [", x.size(-1),
+              "] to match the last dim of ", x.describe(), ", got ", p.describe());
+}
+
+Shape rows_of(const Tensor& x) { return Shape(x.shape().begin(), x.shape().end() - 1); }
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_floating(x, "layer_norm");
+  LINEA_CHECK(x.dim() >= 1, "layer_norm", "needs at least 1 dim, got ", x.describe());
+  LINEA_CHECK(eps >= 0, "layer_norm", "eps must be non-negative, got ", eps);
+  check_param(weight, x, "layer_norm", "weight");
+  check_param(bias, x, "layer_norm", "bias");
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor mean = empty(rows_of(x), x.dtype(), x.device()), rstd = empty(rows_of(x), x.dtype(), x.device());
+  backend_for(x).layer_norm(x, weight, bias, eps, y, mean, rstd);
+  return record("layer_norm", {x, weight, bias}, y,
+                [xs = SavedTensor(x), ws = SavedTensor(weight), ms = SavedTensor(mean), rs = SavedTensor(rstd),
+                 has_w = weight.defined(), has_b = bias.defined()](const Tensor& gy) -> Grads {
+                  const Tensor x = xs.get();
+                  Tensor gx = empty(x.shape(), x.dtype(), x.device());
+                  Tensor gw = has_w ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
+                  Tensor gb = has_b ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
+                  backend_for(x).layer_norm_backward(x, ws.get(), ms.get(), rs.get(), gy, gx, gw, gb);
+                  return {gx, gw, gb};
+                });
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  check_floating(x, "rms_norm");
+  LINEA_CHECK(x.dim() >= 1, "rms_norm", "needs at least 1 dim, got ", x.describe());
+  LINEA_CHECK(eps >= 0, "rms_norm", "eps must be non-negative, got ", eps);
+  check_param(weight, x, "rms_norm", "weight");
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = empty(rows_of(x), x.dtype(), x.device());
+  backend_for(x).rms_norm(x, weight, eps, y, rstd);
+  return record("rms_norm", {x, weight}, y,
+                [xs = SavedTensor(x), ws = SavedTensor(weight), rs = SavedTensor(rstd),
+                 has_w = weight.defined()](const Tensor& gy) -> Grads {
+                  const Tensor x = xs.get();
+                  Tensor gx = empty(x.shape(), x.dtype(), x.device());
+                  Tensor gw = has_w ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
+                  backend_for(x).rms_norm_backward(x, ws.get(), rs.get(), gy, gx, gw);
+                  return {gx, gw};
+                });
+}
+
+}  // namespace linea

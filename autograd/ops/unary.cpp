@@ -1,0 +1,137 @@
+// Unary elementwise ops. Each backward is written with other differentiable ops, as the
+// derivative times the incoming gradient; "forward was ..." says what is being differentiated.
+#include <limits>
+
+#include "autograd/ops/common.h"
+
+namespace linea {
+
+using namespace ops_detail;
+
+namespace {
+
+// y = kernel(x), with backward gy * derivative(x, y).
+template <class Derivative>
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, Derivative derivative, UnaryArgs args = {}) {
+  check_floating(x, name);
+  Tensor y = unary_kernel(op, x, args);
+  return record(name, {x}, y, [xs = SavedTensor(x), ys = SavedTensor(y), derivative](const Tensor& gy) -> Grads {
+    return {gy * derivative(xs.get(), ys.get())};
+  });
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  check_floating(x, "neg");
+  Tensor y = unary_kernel(UnaryOp::Neg, x);
+  return record("neg", {x}, y, [](const Tensor& gy) -> Grads { return {neg(gy)}; });
+}
+
+// forward was y = e^x: dy/dx = y.
+Tensor exp(const Tensor& x) {
+  return unary_op("exp", UnaryOp::Exp, x, [](const Tensor&, const Tensor& y) { return y; });
+}
+// forward was y = log x: dy/dx = 1/x.
+Tensor log(const Tensor& x) {
+  return unary_op("log", UnaryOp::Log, x, [](const Tensor& x, const Tensor&) { return reciprocal(x); });
+}
+// forward was y = sqrt x: dy/dx = 1 / (2y).
+Tensor sqrt(const Tensor& x) {
+  return unary_op("sqrt", UnaryOp::Sqrt, x, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
+}
+// forward was y = x^(-1/2): dy/dx = -y^3 / 2.
+Tensor rsqrt(const Tensor& x) {
+  return unary_op("rsqrt", UnaryOp::Rsqrt, x, [](const Tensor&, const Tensor& y) { return -0.5 * y * y * y; });
+}
+// forward was y = |x|: dy/dx = sign(x) (0 at the kink).
+Tensor abs(const Tensor& x) {
+  return unary_op("abs", UnaryOp::Abs, x, [](const Tensor& x, const Tensor&) { return sign(x); });
+}
+Tensor sin(const Tensor& x) {
+  return unary_op("sin", UnaryOp::Sin, x, [](const Tensor& x, const Tensor&) { return cos(x); });
+}
+Tensor cos(const Tensor& x) {
+  return unary_op("cos", UnaryOp::Cos, x, [](const Tensor& x, const Tensor&) { return neg(sin(x)); });
+}
+// forward was y = tanh x: dy/dx = 1 - y^2.
+Tensor tanh(const Tensor& x) {
+  return unary_op("tanh", UnaryOp::Tanh, x, [](const Tensor&, const Tensor& y) { return 1.0 - y * y; });
+}
+// forward was y = sigmoid x: dy/dx = y (1 - y).
+Tensor sigmoid(const Tensor& x) {
+  return unary_op("sigmoid", UnaryOp::Sigmoid, x, [](const Tensor&, const Tensor& y) { return y * (1.0 - y); });
+}
+// forward was y = log sigmoid x: dy/dx = 1 - sigmoid(x) = sigmoid(-x).
+Tensor logsigmoid(const Tensor& x) {
+  return unary_op("logsigmoid", UnaryOp::LogSigmoid, x, [](const Tensor& x, const Tensor&) { return sigmoid(neg(x)); });
+}
+// forward was y = log(1 + e^x): dy/dx = sigmoid(x).
+Tensor softplus(const Tensor& x) {
+  return unary_op("softplus", UnaryOp::Softplus, x, [](const Tensor& x, const Tensor&) { return sigmoid(x); });
+}
+// forward was y = max(x, 0): dy/dx = [x > 0].
+Tensor relu(const Tensor& x) {
+  return unary_op("relu", UnaryOp::Relu, x, [](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::Step, x); });
+}
+// forward was y = x (x > 0), alpha (e^x - 1) otherwise: dy/dx = 1 or alpha e^x.
+Tensor elu(const Tensor& x, double alpha) {
+  return unary_op(
+      "elu", UnaryOp::Elu, x,
+      [alpha](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::EluGrad, x, {alpha, 0}); }, {alpha, 0});
+}
+Tensor gelu(const Tensor& x, GeluApprox approx) {
+  if (approx == GeluApprox::Tanh)
+    return unary_op("gelu_tanh", UnaryOp::GeluTanh, x,
+                    [](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::GeluTanhGrad, x); });
+  return unary_op("gelu", UnaryOp::GeluErf, x,
+                  [](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::GeluErfGrad, x); });
+}
+// forward was y = x sigmoid(x): dy/dx = s + x s (1 - s), s = sigmoid(x).
+Tensor silu(const Tensor& x) {
+  return unary_op("silu", UnaryOp::Silu, x, [](const Tensor& x, const Tensor&) {
+    const Tensor s = sigmoid(x);
+    return s * (1.0 + x * (1.0 - s));
+  });
+}
+// forward was y = x^p: dy/dx = p x^(p-1).
+Tensor pow(const Tensor& x, double exponent) {
+  return unary_op(
+      "pow", UnaryOp::Pow, x,
+      [exponent](const Tensor& x, const Tensor&) { return exponent * pow(x, exponent - 1.0); }, {exponent, 0});
+}
+// forward was y = min(max(x, lo), hi): dy/dx = [lo < x < hi].
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  const double lo = min.value_or(-std::numeric_limits<double>::infinity());
+  const double hi = max.value_or(std::numeric_limits<double>::infinity());
+  LINEA_CHECK(!(lo > hi), "clamp", "min ", lo, " is above max ", hi);
+  return unary_op(
+      "clamp", UnaryOp::Clamp, x,
+      [lo, hi](const Tensor& x, const Tensor&) {
+        return to(logical_and(gt(x, scalar_like(lo, x)), lt(x, scalar_like(hi, x))), x.dtype());
+      },
+      {lo, hi});
+}
+// forward was y = x^2: dy/dx = 2x.
+Tensor square(const Tensor& x) {
+  return unary_op("square", UnaryOp::Square, x, [](const Tensor& x, const Tensor&) { return 2.0 * x; });
+}
+// forward was y = 1/x: dy/dx = -y^2.
+Tensor reciprocal(const Tensor& x) {
+  return unary_op("reciprocal", UnaryOp::Reciprocal, x, [](const Tensor&, const Tensor& y) { return neg(y * y); });
+}
+// forward was y = log(1 + x): dy/dx = 1 / (1 + x).
+Tensor log1p(const Tensor& x) {
+  return unary_op("log1p", UnaryOp::Log1p, x, [](const Tensor& x, const Tensor&) { return reciprocal(1.0 + x); });
+}
+// forward was y = e^x - 1: dy/dx = y + 1.
+Tensor expm1(const Tensor& x) {
+  return unary_op("expm1", UnaryOp::Expm1, x, [](const Tensor&, const Tensor& y) { return y + 1.0; });
+}
+
+Tensor sign(const Tensor& x) {
+  check_floating(x, "sign");
+  return unary_kernel(UnaryOp::Sign, x);  // piecewise constant: no gradient
+}
+
+}  // namespace linea

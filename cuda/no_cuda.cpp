@@ -1,0 +1,24 @@
+// Built instead of the CUDA sources when LINEA_CUDA is OFF: the device dimension still exists,
+// and asking for a CUDA device is a clear error rather than a link failure.
+#include "cuda/backend.h"
+#include "cuda/memory.h"
+
+namespace linea::cuda {
+
+namespace {
+[[noreturn]] void not_built(const char* op) {
+  fail(op, "linea was built without CUDA support; reconfigure with -DLINEA_CUDA=ON on a machine with nvcc");
+}
+}  // namespace
+
+bool is_available() { return false; }
+int device_count() { return 0; }
+void* allocate(size_t, int) { not_built("cuda.allocate"); }
+void release(void*, size_t, int) {}
+void copy_to_device(void*, const void*, size_t, int) { not_built("cuda.copy"); }
+void copy_to_host(void*, const void*, size_t, int) { not_built("cuda.copy"); }
+void copy_between_devices(void*, int, const void*, int, size_t) { not_built("cuda.copy"); }
+void synchronize(int) {}
+const Backend& cuda_backend(int) { not_built("cuda"); }
+
+}  // namespace linea::cuda

@@ -1,0 +1,122 @@
+#pragma once
+// The kernel set. CPU (tensor/cpu/) and CUDA (cuda/) implement the same virtual interface, and
+// every op dispatches on its tensors' device through backend_for(). Kernels never allocate their
+// outputs and never see autograd: ops in autograd/ check shapes and dtypes, allocate, and call
+// them. Inputs may be arbitrary strided views. The elementwise kernels (fill, arange, copy,
+// unary, binary, where) write through any view, so in-place ops use them; every other kernel
+// writes a contiguous output (index_add and scatter_add accumulate into one).
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace linea {
+
+enum class UnaryOp {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, LogSigmoid, Softplus, Relu, Elu,
+  GeluTanh, GeluErf, Silu, Pow, Clamp, Sign, Reciprocal, Square, Log1p, Expm1, Erf,
+  // Derivative helpers used by backward formulas (elementwise, no autograd of their own):
+  Step,          // x > 0 ? 1 : 0
+  GeluTanhGrad,  // d gelu_tanh / dx
+  GeluErfGrad,   // d gelu_erf / dx
+  EluGrad,       // d elu / dx
+};
+
+// Extra parameters of a unary op: Pow uses a (exponent); Clamp uses a (min) and b (max);
+// Elu and EluGrad use a (alpha).
+struct UnaryArgs {
+  double a = 0.0;
+  double b = 0.0;
+};
+
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, And, Or };
+
+inline bool is_comparison(BinaryOp op) {
+  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
+         op == BinaryOp::Gt || op == BinaryOp::Ge;
+}
+
+enum class ReduceOp { Sum, Max, Min, ArgMax, ArgMin };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // out[...] = value (converted to out's dtype).
+  virtual void fill(const Tensor& out, double value) const = 0;
+  // out[i] = start + i * step over a 1-D contiguous out.
+  virtual void arange(const Tensor& out, double start, double step) const = 0;
+  // dst = src, elementwise; src has dst's shape (possibly through stride-0 broadcast dims) and
+  // any dtype: values are converted. Both on this backend's device.
+  virtual void copy(const Tensor& src, const Tensor& dst) const = 0;
+
+  // Elementwise. Inputs already have out's shape (expanded with stride 0 where broadcast).
+  virtual void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const = 0;
+  // Comparisons write Bool; And/Or take Bool; everything else takes and writes one float dtype.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const = 0;
+  // out = cond ? a : b, cond Bool.
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) const = 0;
+
+  // Reduces `in` over `dims` (sorted, unique) into out, which has in's shape with those dims set
+  // to 1. ArgMax/ArgMin reduce exactly one dim and write Int64 positions along it.
+  virtual void reduce(ReduceOp op, const Tensor& in, const std::vector<int64_t>& dims,
+                      const Tensor& out) const = 0;
+  // Inclusive prefix sum along dim; reverse = suffix sum.
+  virtual void cumsum(const Tensor& in, int64_t dim, bool reverse, const Tensor& out) const = 0;
+
+  // out = a @ b for a (..., M, K), b (..., K, N), out (..., M, N); the batch dims of a and b are
+  // already expanded to out's batch shape (stride 0 where broadcast).
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) const = 0;
+
+  // Indexing. index is Int64 and is bounds-checked by the kernel (an Error, never a crash).
+  // out = in.index_select(dim, index): out.shape[dim] = index.numel().
+  virtual void index_select(const Tensor& in, int64_t dim, const Tensor& index,
+                            const Tensor& out) const = 0;
+  // out[..., index[i], ...] += src[..., i, ...] along dim (the adjoint of index_select).
+  virtual void index_add(const Tensor& out, int64_t dim, const Tensor& index,
+                         const Tensor& src) const = 0;
+  // out[i][j] = in[i][index[i][j]] (dim 1 shown); index and out have one shape.
+  virtual void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) const = 0;
+  // out[i][index[i][j]] += src[i][j] (dim 1 shown), in a fixed order (deterministic).
+  virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& index,
+                           const Tensor& src) const = 0;
+
+  // Fused kernels of the hot paths; each is tested against its composite version.
+  // y = softmax(x) (or log_softmax) along dim.
+  virtual void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& y) const = 0;
+  // forward was y = softmax(x): dx = y * (dy - sum(dy * y));  log: dx = dy - exp(y) * sum(dy).
+  virtual void softmax_backward(const Tensor& y, const Tensor& dy, int64_t dim, bool log,
+                                const Tensor& dx) const = 0;
+  // logits (N, C), targets (N) Int64. losses (N) gets -log softmax(logits)[target] (0 where the
+  // target is ignore_index) and lse (N) the logsumexp of each row, saved for backward.
+  virtual void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                             const Tensor& losses, const Tensor& lse) const = 0;
+  // dlogits = (softmax(logits) - onehot(target)) * dloss[n] (0 on ignored rows).
+  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets,
+                                      int64_t ignore_index, const Tensor& lse,
+                                      const Tensor& dloss, const Tensor& dlogits) const = 0;
+  // Normalization over the last dim of x viewed as (rows, C). weight/bias (C) may be undefined.
+  // mean and rstd (rows) are saved for backward (rms_norm has no mean).
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          const Tensor& y, const Tensor& mean, const Tensor& rstd) const = 0;
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                                   const Tensor& dweight, const Tensor& dbias) const = 0;
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y,
+                        const Tensor& rstd) const = 0;
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                 const Tensor& dy, const Tensor& dx, const Tensor& dweight) const = 0;
+
+  // Counter-based random numbers (Philox 4x32-10, tensor/philox.h): element i of out gets the
+  // number at counter offset + i of the stream `seed`, so CPU and CUDA draw the same values.
+  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low,
+                       double high) const = 0;
+  virtual void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
+                      double stddev) const = 0;
+};
+
+// The backend of a device. CUDA without a CUDA build, or without a GPU, is an Error.
+const Backend& backend_for(Device device);
+inline const Backend& backend_for(const Tensor& t) { return backend_for(t.device()); }
+
+}  // namespace linea

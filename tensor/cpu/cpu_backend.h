@@ -1,0 +1,57 @@
+#pragma once
+// The CPU implementation of the kernel set (tensor/backend.h). Its member functions are defined
+// by family: elementwise.cpp, reduce.cpp, matmul.cpp (OpenBLAS), indexing.cpp, softmax.cpp,
+// norm.cpp, random.cpp. Kernels are templates over the element type, instantiated for float and
+// double through dispatch_floating.
+#include "tensor/backend.h"
+
+namespace linea::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  void fill(const Tensor& out, double value) const override;
+  void arange(const Tensor& out, double start, double step) const override;
+  void copy(const Tensor& src, const Tensor& dst) const override;
+  void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) const override;
+  void reduce(ReduceOp op, const Tensor& in, const std::vector<int64_t>& dims,
+              const Tensor& out) const override;
+  void cumsum(const Tensor& in, int64_t dim, bool reverse, const Tensor& out) const override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) const override;
+  void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) const override;
+  void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) const override;
+  void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) const override;
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) const override;
+  void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& y) const override;
+  void softmax_backward(const Tensor& y, const Tensor& dy, int64_t dim, bool log,
+                        const Tensor& dx) const override;
+  void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     const Tensor& losses, const Tensor& lse) const override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                              const Tensor& lse, const Tensor& dloss, const Tensor& dlogits) const override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  const Tensor& y, const Tensor& mean, const Tensor& rstd) const override;
+  void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                           const Tensor& dweight, const Tensor& dbias) const override;
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y,
+                const Tensor& rstd) const override;
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                         const Tensor& dy, const Tensor& dx, const Tensor& dweight) const override;
+  void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) const override;
+  void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double stddev) const override;
+};
+
+const Backend& cpu_backend();
+
+// Many kernels work on a contiguous tensor viewed as (outer, size along dim, inner).
+struct DimSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+DimSplit split_at(const Shape& shape, int64_t dim);
+
+// `t` itself when contiguous, else a contiguous copy (same device and dtype).
+Tensor contiguous_copy(const Tensor& t);
+
+}  // namespace linea::cpu

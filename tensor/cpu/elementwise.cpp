@@ -1,0 +1,176 @@
+// Elementwise CPU kernels: fill, arange, copy (with dtype conversion), unary, binary, where.
+#include <cmath>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/strided_loop.h"
+#include "tensor/scalar_math.h"
+
+namespace linea::cpu {
+
+namespace {
+
+// out[i] = f(in[i]) over out's shape, in and out of element types In and Out.
+template <class In, class Out, class F>
+void map1(const Tensor& in, const Tensor& out, F f) {
+  const In* src = in.data<In>();
+  Out* dst = out.data<Out>();
+  for_each_run<2>(out.shape(), {&out.strides(), &in.strides()},
+                  [&](const std::array<int64_t, 2>& at, int64_t n, const std::array<int64_t, 2>& step) {
+                    Out* o = dst + at[0];
+                    const In* x = src + at[1];
+                    if (step[0] == 1 && step[1] == 1) {
+                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+                    } else {
+                      for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]]);
+                    }
+                  });
+}
+
+// out[i] = f(a[i], b[i]).
+template <class In, class Out, class F>
+void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  const In* pa = a.data<In>();
+  const In* pb = b.data<In>();
+  Out* dst = out.data<Out>();
+  for_each_run<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
+                  [&](const std::array<int64_t, 3>& at, int64_t n, const std::array<int64_t, 3>& step) {
+                    Out* o = dst + at[0];
+                    const In* x = pa + at[1];
+                    const In* y = pb + at[2];
+                    if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                    } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {  // tensor op scalar
+                      const In yv = *y;
+                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                    } else {
+                      for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
+                    }
+                  });
+}
+
+template <class T>
+void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
+  using namespace scalar;
+  const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
+  switch (op) {
+    case UnaryOp::Neg: return map1<T, T>(in, out, [](T x) { return -x; });
+    case UnaryOp::Exp: return map1<T, T>(in, out, [](T x) { return std::exp(x); });
+    case UnaryOp::Log: return map1<T, T>(in, out, [](T x) { return std::log(x); });
+    case UnaryOp::Sqrt: return map1<T, T>(in, out, [](T x) { return std::sqrt(x); });
+    case UnaryOp::Rsqrt: return map1<T, T>(in, out, [](T x) { return T(1) / std::sqrt(x); });
+    case UnaryOp::Abs: return map1<T, T>(in, out, [](T x) { return std::abs(x); });
+    case UnaryOp::Sin: return map1<T, T>(in, out, [](T x) { return std::sin(x); });
+    case UnaryOp::Cos: return map1<T, T>(in, out, [](T x) { return std::cos(x); });
+    case UnaryOp::Tanh: return map1<T, T>(in, out, [](T x) { return std::tanh(x); });
+    case UnaryOp::Sigmoid: return map1<T, T>(in, out, [](T x) { return sigmoid(x); });
+    case UnaryOp::LogSigmoid: return map1<T, T>(in, out, [](T x) { return log_sigmoid(x); });
+    case UnaryOp::Softplus: return map1<T, T>(in, out, [](T x) { return softplus(x); });
+    case UnaryOp::Relu: return map1<T, T>(in, out, [](T x) { return x > T(0) ? x : T(0); });
+    case UnaryOp::Elu: return map1<T, T>(in, out, [a](T x) { return elu(x, a); });
+    case UnaryOp::GeluTanh: return map1<T, T>(in, out, [](T x) { return gelu_tanh(x); });
+    case UnaryOp::GeluErf: return map1<T, T>(in, out, [](T x) { return gelu_erf(x); });
+    case UnaryOp::Silu: return map1<T, T>(in, out, [](T x) { return silu(x); });
+    case UnaryOp::Pow: return map1<T, T>(in, out, [a](T x) { return std::pow(x, a); });
+    case UnaryOp::Clamp: return map1<T, T>(in, out, [a, b](T x) { return x < a ? a : (x > b ? b : x); });
+    case UnaryOp::Sign: return map1<T, T>(in, out, [](T x) { return sign(x); });
+    case UnaryOp::Reciprocal: return map1<T, T>(in, out, [](T x) { return T(1) / x; });
+    case UnaryOp::Square: return map1<T, T>(in, out, [](T x) { return x * x; });
+    case UnaryOp::Log1p: return map1<T, T>(in, out, [](T x) { return std::log1p(x); });
+    case UnaryOp::Expm1: return map1<T, T>(in, out, [](T x) { return std::expm1(x); });
+    case UnaryOp::Erf: return map1<T, T>(in, out, [](T x) { return std::erf(x); });
+    case UnaryOp::Step: return map1<T, T>(in, out, [](T x) { return x > T(0) ? T(1) : T(0); });
+    case UnaryOp::GeluTanhGrad: return map1<T, T>(in, out, [](T x) { return gelu_tanh_grad(x); });
+    case UnaryOp::GeluErfGrad: return map1<T, T>(in, out, [](T x) { return gelu_erf_grad(x); });
+    case UnaryOp::EluGrad: return map1<T, T>(in, out, [a](T x) { return elu_grad(x, a); });
+  }
+}
+
+template <class T>
+void arithmetic_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  using namespace scalar;
+  switch (op) {
+    case BinaryOp::Add: return map2<T, T>(a, b, out, [](T x, T y) { return x + y; });
+    case BinaryOp::Sub: return map2<T, T>(a, b, out, [](T x, T y) { return x - y; });
+    case BinaryOp::Mul: return map2<T, T>(a, b, out, [](T x, T y) { return x * y; });
+    case BinaryOp::Div: return map2<T, T>(a, b, out, [](T x, T y) { return x / y; });
+    case BinaryOp::Pow: return map2<T, T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
+    case BinaryOp::Maximum: return map2<T, T>(a, b, out, [](T x, T y) { return max_nan(x, y); });
+    case BinaryOp::Minimum: return map2<T, T>(a, b, out, [](T x, T y) { return min_nan(x, y); });
+    default: fail("binary", "not an arithmetic op");
+  }
+}
+
+template <class T>
+void compare_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  switch (op) {
+    case BinaryOp::Eq: return map2<T, bool>(a, b, out, [](T x, T y) { return x == y; });
+    case BinaryOp::Ne: return map2<T, bool>(a, b, out, [](T x, T y) { return x != y; });
+    case BinaryOp::Lt: return map2<T, bool>(a, b, out, [](T x, T y) { return x < y; });
+    case BinaryOp::Le: return map2<T, bool>(a, b, out, [](T x, T y) { return x <= y; });
+    case BinaryOp::Gt: return map2<T, bool>(a, b, out, [](T x, T y) { return x > y; });
+    case BinaryOp::Ge: return map2<T, bool>(a, b, out, [](T x, T y) { return x >= y; });
+    default: fail("binary", "not a comparison");
+  }
+}
+
+}  // namespace
+
+void CpuBackend::fill(const Tensor& out, double value) const {
+  dispatch_all(out.dtype(), [&]<class T>() {
+    const T v = static_cast<T>(value);
+    T* dst = out.data<T>();
+    for_each_run<1>(out.shape(), {&out.strides()},
+                    [&](const std::array<int64_t, 1>& at, int64_t n, const std::array<int64_t, 1>& step) {
+                      for (int64_t i = 0; i < n; ++i) dst[at[0] + i * step[0]] = v;
+                    });
+  });
+}
+
+void CpuBackend::arange(const Tensor& out, double start, double step) const {
+  dispatch_all(out.dtype(), [&]<class T>() {
+    T* dst = out.data<T>();
+    const int64_t stride = out.dim() ? out.stride(0) : 1;
+    for (int64_t i = 0; i < out.numel(); ++i) dst[i * stride] = static_cast<T>(start + step * static_cast<double>(i));
+  });
+}
+
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) const {
+  dispatch_all(src.dtype(), [&]<class In>() {
+    dispatch_all(dst.dtype(), [&]<class Out>() {
+      map1<In, Out>(src, dst, [](In x) { return static_cast<Out>(x); });
+    });
+  });
+}
+
+void CpuBackend::unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const {
+  dispatch_floating(in.dtype(), "unary", [&]<class T>() { unary_typed<T>(op, in, out, args); });
+}
+
+void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const {
+  if (op == BinaryOp::And || op == BinaryOp::Or) {
+    if (op == BinaryOp::And) map2<bool, bool>(a, b, out, [](bool x, bool y) { return x && y; });
+    else map2<bool, bool>(a, b, out, [](bool x, bool y) { return x || y; });
+    return;
+  }
+  if (is_comparison(op)) {
+    dispatch_all(a.dtype(), [&]<class T>() { compare_typed<T>(op, a, b, out); });
+    return;
+  }
+  dispatch_floating(a.dtype(), "binary", [&]<class T>() { arithmetic_typed<T>(op, a, b, out); });
+}
+
+void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) const {
+  dispatch_all(out.dtype(), [&]<class T>() {
+    const bool* c = cond.data<bool>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* dst = out.data<T>();
+    for_each_run<4>(out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
+                    [&](const std::array<int64_t, 4>& at, int64_t n, const std::array<int64_t, 4>& s) {
+                      for (int64_t i = 0; i < n; ++i)
+                        dst[at[0] + i * s[0]] = c[at[1] + i * s[1]] ? pa[at[2] + i * s[2]] : pb[at[3] + i * s[3]];
+                    });
+  });
+}
+
+}  // namespace linea::cpu

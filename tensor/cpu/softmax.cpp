@@ -1,0 +1,130 @@
+// Softmax, log-softmax and cross-entropy on the CPU, each over lines along one dim. Sums run in
+// double; the max is subtracted before exp so nothing overflows.
+#include <cmath>
+#include <limits>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/parallel.h"
+
+namespace linea::cpu {
+
+namespace {
+
+// Runs f(base, stride) for every line of a contiguous tensor along dim: element j of the line is
+// at base + j * stride.
+template <class F>
+void for_each_line(const Shape& shape, int64_t dim, F f) {
+  const DimSplit s = split_at(shape, dim);
+  parallel_for(s.outer * s.inner, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(s.size, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t line = begin; line < end; ++line)
+                   f((line / s.inner) * s.size * s.inner + line % s.inner, s.inner, s.size);
+               });
+}
+
+template <class T>
+double line_max(const T* x, int64_t stride, int64_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(x[j * stride]));
+  return m;
+}
+
+// log sum_j exp(x_j), stable; -inf for a line of all -inf (a fully masked row).
+template <class T>
+double line_logsumexp(const T* x, int64_t stride, int64_t n) {
+  const double m = line_max(x, stride, n);
+  if (!std::isfinite(m)) return m;
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(x[j * stride]) - m);
+  return m + std::log(sum);
+}
+
+}  // namespace
+
+void CpuBackend::softmax(const Tensor& x_, int64_t dim, bool log, const Tensor& y) const {
+  const Tensor x = contiguous_copy(x_);
+  dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    for_each_line(x.shape(), dim, [&](int64_t base, int64_t stride, int64_t n) {
+      const double lse = line_logsumexp(in + base, stride, n);
+      for (int64_t j = 0; j < n; ++j) {
+        const double z = static_cast<double>(in[base + j * stride]) - lse;
+        out[base + j * stride] = static_cast<T>(log ? z : std::exp(z));
+      }
+    });
+  });
+}
+
+void CpuBackend::softmax_backward(const Tensor& y_, const Tensor& dy_, int64_t dim, bool log,
+                                  const Tensor& dx) const {
+  const Tensor y = contiguous_copy(y_), dy = contiguous_copy(dy_);
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+    const T* py = y.data<T>();
+    const T* pdy = dy.data<T>();
+    T* pdx = dx.data<T>();
+    for_each_line(y.shape(), dim, [&](int64_t base, int64_t stride, int64_t n) {
+      double dot = 0;  // sum(dy * y) for softmax, sum(dy) for log_softmax
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t at = base + j * stride;
+        dot += log ? static_cast<double>(pdy[at]) : static_cast<double>(pdy[at]) * py[at];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t at = base + j * stride;
+        pdx[at] = static_cast<T>(log ? pdy[at] - std::exp(static_cast<double>(py[at])) * dot
+                                     : py[at] * (pdy[at] - dot));
+      }
+    });
+  });
+}
+
+void CpuBackend::cross_entropy(const Tensor& logits_, const Tensor& targets_, int64_t ignore_index,
+                               const Tensor& losses, const Tensor& lse) const {
+  const Tensor logits = contiguous_copy(logits_), targets = contiguous_copy(targets_);
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const int64_t* target = targets.data<int64_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    LINEA_CHECK(target[r] == ignore_index || (target[r] >= 0 && target[r] < classes), "cross_entropy",
+                "target ", target[r], " at row ", r, " is out of range for ", classes, " classes");
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
+    const T* x = logits.data<T>();
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(classes, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t r = begin; r < end; ++r) {
+                     const double l = line_logsumexp(x + r * classes, 1, classes);
+                     lse.data<T>()[r] = static_cast<T>(l);
+                     losses.data<T>()[r] =
+                         target[r] == ignore_index ? T(0) : static_cast<T>(l - x[r * classes + target[r]]);
+                   }
+                 });
+  });
+}
+
+void CpuBackend::cross_entropy_backward(const Tensor& logits_, const Tensor& targets_, int64_t ignore_index,
+                                        const Tensor& lse_, const Tensor& dloss_, const Tensor& dlogits) const {
+  const Tensor logits = contiguous_copy(logits_), targets = contiguous_copy(targets_);
+  const Tensor lse = contiguous_copy(lse_), dloss = contiguous_copy(dloss_);
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const int64_t* target = targets.data<int64_t>();
+  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+    const T* x = logits.data<T>();
+    T* dx = dlogits.data<T>();
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(classes, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t r = begin; r < end; ++r) {
+                     T* row = dx + r * classes;
+                     if (target[r] == ignore_index) {
+                       for (int64_t c = 0; c < classes; ++c) row[c] = T(0);
+                       continue;
+                     }
+                     // forward was loss = lse - x[target], so dx = (softmax(x) - onehot) * dloss.
+                     const double g = dloss.data<T>()[r], l = lse.data<T>()[r];
+                     for (int64_t c = 0; c < classes; ++c)
+                       row[c] = static_cast<T>(std::exp(static_cast<double>(x[r * classes + c]) - l) * g);
+                     row[target[r]] = static_cast<T>(row[target[r]] - g);
+                   }
+                 });
+  });
+}
+
+}  // namespace linea::cpu

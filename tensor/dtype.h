@@ -1,0 +1,71 @@
+#pragma once
+// Element types. Float64 exists so gradients can be checked numerically to 1e-8; Int64 holds
+// indices (embedding ids, targets, gather positions); Bool holds masks (where, masked_fill, tril).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tensor/error.h"
+
+namespace linea {
+
+enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+
+inline constexpr DType kFloat32 = DType::Float32;
+inline constexpr DType kFloat64 = DType::Float64;
+inline constexpr DType kInt64 = DType::Int64;
+inline constexpr DType kBool = DType::Bool;
+
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+// The C++ type behind a dtype, and back.
+template <class T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+
+// Calls fn.template operator()<T>() with T the C++ type of a floating dtype; any other dtype is an
+// error naming the op. Kernels are written once as templates and instantiated through this.
+template <class Fn>
+decltype(auto) dispatch_floating(DType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DType::Float32: return fn.template operator()<float>();
+    case DType::Float64: return fn.template operator()<double>();
+    default: fail(op, "expected a floating dtype (float32 or float64), got ", dtype_name(t));
+  }
+}
+
+// Like dispatch_floating, for ops defined on every dtype (copy, fill, where, comparisons).
+template <class Fn>
+decltype(auto) dispatch_all(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::Float32: return fn.template operator()<float>();
+    case DType::Float64: return fn.template operator()<double>();
+    case DType::Int64: return fn.template operator()<int64_t>();
+    case DType::Bool: return fn.template operator()<bool>();
+  }
+  fail("dispatch", "unknown dtype");
+}
+
+}  // namespace linea
