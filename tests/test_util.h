@@ -2,6 +2,7 @@
 // Shared helpers for the test suite.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "autograd/ops.h"

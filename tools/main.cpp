@@ -1,9 +1,11 @@
-#include <iostream>
-#include "autograd/ops.h"
-int main() {
-  using namespace linea;
-  Tensor x = randn({2, 3}, kFloat64).requires_grad_();
-  Tensor y = sum(exp(x) * x);
-  backward(y);
-  std::cout << x << "\n" << x.grad() << "\n";
+// `linea <subcommand> [args]`: everything but argv handling lives in linea_cli_lib, so the tests
+// can drive the same code.
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  return linea::cli::run_main(linea::cli::linea_commands(), args);
 }

@@ -1,0 +1,71 @@
+#pragma once
+// Building blocks of the gradient-check table (autograd/gradcheck_cases*.cpp): input draws that
+// keep values away from kinks and singularities, the input layouts ("situations") an op is
+// checked under, and the functions that append each family's rows.
+//
+// A layout changes what the op under test sees, not what gradcheck perturbs: the leaves stay
+// contiguous and the layout's view (a transpose, a slice with step, an expand) is applied inside
+// f, so the op receives a strided tensor and its backward must route gradients through the view.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck_cases.h"
+#include "autograd/ops.h"
+
+namespace linea::gradcheck::cases {
+
+using Table = std::vector<Case>;
+using Make = std::function<std::vector<Tensor>(Generator& gen)>;
+using Unary = std::function<Tensor(const Tensor&)>;
+using Binary = std::function<Tensor(const Tensor&, const Tensor&)>;
+
+// Appends a row; its op is the part of the name before the first '/'.
+void add(Table& table, const std::string& name, Make make, Function f, Options options = {});
+
+// ---- input draws: one float64 tensor of a given shape ----
+using Draw = std::function<Tensor(const Shape& shape, Generator& gen)>;
+Draw normal(double scale = 1.0);
+Draw in_range(double low, double high);  // uniform
+// Normal values moved at least `margin` away from every point (kinks, clamp bounds, zero).
+Draw away_from(std::vector<double> points, double margin = 0.05, double scale = 1.0);
+// Normal values at least `gap` apart from each other, so max/min have one clear winner.
+Draw distinct(double gap = 0.05);
+// Two families of values that never come within 0.05 of each other, yet each wins about half of
+// the comparisons: draws with low = true sit in [k + 0.05, k + 0.45) / 2 for integers k, the
+// others in [k + 0.55, k + 0.95) / 2. For maximum/minimum under any broadcasting.
+Draw interleaved(bool low);
+
+// Inputs of the given shapes, drawn in order, each with its own draw (or one draw for all).
+Make inputs(std::vector<Shape> shapes, Draw draw = normal());
+Make inputs(std::vector<Shape> shapes, std::vector<Draw> draws);
+
+// ---- constant (non-differentiable) operands that f captures ----
+Tensor index_tensor(std::vector<int64_t> values, Shape shape = {});
+// A fixed Bool pattern with both values present (deterministic in `seed`).
+Tensor bool_pattern(const Shape& shape, uint64_t seed);
+
+// ---- layouts ----
+struct Layout {
+  std::string name;
+  Shape shape;  // the leaf's shape
+  Unary view;   // applied inside f before the op under test
+};
+// For ops of any shape, all seeing a (3, 4)-like tensor where sizes allow: contiguous, transposed,
+// sliced with step, expanded, zero-size (0, 3) and 0-dim.
+std::vector<Layout> elementwise_layouts();
+Tensor identity(const Tensor& x);
+
+// ---- the families of rows ----
+void add_unary_cases(Table& table);        // gradcheck_cases_elementwise.cpp
+void add_binary_cases(Table& table);       // gradcheck_cases_elementwise.cpp
+void add_selection_cases(Table& table);    // gradcheck_cases_elementwise.cpp
+void add_view_cases(Table& table);         // gradcheck_cases_structure.cpp
+void add_reduction_cases(Table& table);    // gradcheck_cases_structure.cpp
+void add_matmul_cases(Table& table);       // gradcheck_cases_structure.cpp
+void add_softmax_cases(Table& table);      // gradcheck_cases_nn.cpp
+void add_norm_cases(Table& table);         // gradcheck_cases_nn.cpp
+void add_indexing_cases(Table& table);     // gradcheck_cases_nn.cpp
+void add_dropout_cases(Table& table);      // gradcheck_cases_nn.cpp
+
+}  // namespace linea::gradcheck::cases

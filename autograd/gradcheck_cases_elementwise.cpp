@@ -1,0 +1,190 @@
+// Rows for the elementwise ops: unary, binary (with NumPy broadcasting and the scalar operators)
+// and selection by masks (where, masked_fill, tril, triu).
+#include "autograd/gradcheck_cases_build.h"
+
+namespace linea::gradcheck::cases {
+
+namespace {
+
+// Keeps log, sqrt, rsqrt, reciprocal and fractional powers well inside their domain.
+Draw positive() { return in_range(0.5, 2.0); }
+
+struct UnaryOp {
+  std::string name;  // "<op>" or "<op>/<variant>"
+  Unary fn;
+  Draw draw;
+};
+
+std::vector<UnaryOp> unary_ops() {
+  const double lo = -0.5, hi = 0.7;  // clamp bounds
+  return {
+      {"neg", [](const Tensor& x) { return neg(x); }, normal()},
+      {"neg/operator", [](const Tensor& x) { return -x; }, normal()},
+      {"exp", [](const Tensor& x) { return exp(x); }, normal()},
+      {"log", [](const Tensor& x) { return log(x); }, positive()},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, positive()},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, positive()},
+      {"abs", [](const Tensor& x) { return abs(x); }, away_from({0.0})},
+      {"sin", [](const Tensor& x) { return sin(x); }, normal(2.0)},
+      {"cos", [](const Tensor& x) { return cos(x); }, normal(2.0)},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, normal()},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, normal(2.0)},
+      {"logsigmoid", [](const Tensor& x) { return logsigmoid(x); }, normal(3.0)},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, normal(3.0)},
+      {"relu", [](const Tensor& x) { return relu(x); }, away_from({0.0})},
+      {"elu", [](const Tensor& x) { return elu(x); }, away_from({0.0})},
+      {"elu/alpha_0.5", [](const Tensor& x) { return elu(x, 0.5); }, away_from({0.0})},
+      {"gelu", [](const Tensor& x) { return gelu(x); }, normal(2.0)},
+      {"gelu/tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, normal(2.0)},
+      {"silu", [](const Tensor& x) { return silu(x); }, normal(2.0)},
+      {"pow/scalar_3", [](const Tensor& x) { return pow(x, 3.0); }, normal()},
+      {"pow/scalar_0.5", [](const Tensor& x) { return pow(x, 0.5); }, positive()},
+      {"pow/scalar_-1.5", [](const Tensor& x) { return pow(x, -1.5); }, positive()},
+      {"clamp", [=](const Tensor& x) { return clamp(x, lo, hi); }, away_from({lo, hi})},
+      {"clamp/min_only", [=](const Tensor& x) { return clamp(x, lo, std::nullopt); }, away_from({lo})},
+      {"clamp/max_only", [=](const Tensor& x) { return clamp(x, std::nullopt, hi); }, away_from({hi})},
+      {"square", [](const Tensor& x) { return square(x); }, normal()},
+      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, away_from({0.0}, 0.5)},
+      {"log1p", [](const Tensor& x) { return log1p(x); }, in_range(-0.5, 2.0)},
+      {"expm1", [](const Tensor& x) { return expm1(x); }, normal()},
+      // Piecewise constant: autograd gives no gradient, and away from 0 the true one is zero.
+      {"sign", [](const Tensor& x) { return sign(x); }, away_from({0.0})},
+  };
+}
+
+struct BinaryOp {
+  std::string name;
+  Binary fn;
+  Draw draw_a, draw_b;
+};
+
+std::vector<BinaryOp> binary_ops() {
+  return {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, normal(), normal()},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, normal(), normal()},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, normal(), normal()},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, normal(), away_from({0.0}, 0.5)},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, positive(), normal()},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, interleaved(true), interleaved(false)},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, interleaved(true), interleaved(false)},
+  };
+}
+
+struct BinaryLayout {
+  std::string name;
+  Shape a, b;
+  Unary view_a, view_b;
+};
+
+std::vector<BinaryLayout> binary_layouts() {
+  const Unary transposed = [](const Tensor& x) { return transpose(x, 0, 1); };
+  return {
+      {"same_shape", {3, 4}, {3, 4}, identity, identity},
+      {"broadcast", {3, 1, 4}, {5, 1}, identity, identity},
+      {"scalar_rhs", {3, 4}, {}, identity, identity},
+      {"scalar_lhs", {}, {3, 4}, identity, identity},
+      {"strided", {4, 3}, {3, 8}, transposed, [](const Tensor& x) { return slice(x, 1, 0, 8, 2); }},
+      {"expanded", {3, 1}, {4}, [](const Tensor& x) { return expand(x, {3, 4}); }, identity},
+      {"zero_size", {0, 3}, {1, 3}, identity, identity},
+  };
+}
+
+// The operator forms, Tensor op Tensor and with a double on either side, so each overload's
+// scalar placement is checked.
+void add_operator_cases(Table& table) {
+  struct Row {
+    std::string name;
+    Binary fn;
+    Draw draw_b;  // the divisor must stay away from zero
+  };
+  const std::vector<Row> rows = {
+      {"add/operator_tensor", [](const Tensor& a, const Tensor& b) { return a + b; }, normal()},
+      {"add/operator_scalar_rhs", [](const Tensor& a, const Tensor& b) { return a + 1.5 + b * 0.0; }, normal()},
+      {"add/operator_scalar_lhs", [](const Tensor& a, const Tensor& b) { return 1.5 + a; }, normal()},
+      {"sub/operator_tensor", [](const Tensor& a, const Tensor& b) { return a - b; }, normal()},
+      {"sub/operator_scalar_rhs", [](const Tensor& a, const Tensor&) { return a - 1.5; }, normal()},
+      {"sub/operator_scalar_lhs", [](const Tensor& a, const Tensor&) { return 1.5 - a; }, normal()},
+      {"mul/operator_tensor", [](const Tensor& a, const Tensor& b) { return a * b; }, normal()},
+      {"mul/operator_scalar_rhs", [](const Tensor& a, const Tensor&) { return a * -2.5; }, normal()},
+      {"mul/operator_scalar_lhs", [](const Tensor& a, const Tensor&) { return -2.5 * a; }, normal()},
+      {"div/operator_tensor", [](const Tensor& a, const Tensor& b) { return a / b; }, away_from({0.0}, 0.5)},
+      {"div/operator_scalar_rhs", [](const Tensor& a, const Tensor&) { return a / -2.5; }, normal()},
+      {"div/operator_scalar_lhs", [](const Tensor&, const Tensor& b) { return -2.5 / b; }, away_from({0.0}, 0.5)},
+  };
+  for (const Row& r : rows)
+    add(table, r.name, inputs({{3, 4}, {3, 4}}, {normal(), r.draw_b}),
+        [fn = r.fn](const std::vector<Tensor>& x) { return fn(x[0], x[1]); });
+}
+
+}  // namespace
+
+void add_unary_cases(Table& table) {
+  for (const UnaryOp& op : unary_ops())
+    for (const Layout& layout : elementwise_layouts()) {
+      const std::string sep = op.name.find('/') == std::string::npos ? "/" : "_";
+      add(table, op.name + sep + layout.name, inputs({layout.shape}, op.draw),
+          [fn = op.fn, view = layout.view](const std::vector<Tensor>& x) { return fn(view(x[0])); });
+    }
+}
+
+void add_binary_cases(Table& table) {
+  for (const BinaryOp& op : binary_ops())
+    for (const BinaryLayout& layout : binary_layouts())
+      add(table, op.name + "/" + layout.name, inputs({layout.a, layout.b}, {op.draw_a, op.draw_b}),
+          [fn = op.fn, va = layout.view_a, vb = layout.view_b](const std::vector<Tensor>& x) {
+            return fn(va(x[0]), vb(x[1]));
+          });
+  add_operator_cases(table);
+}
+
+void add_selection_cases(Table& table) {
+  // where: cond (3, 1) against a (3, 4) and b (4) broadcasts all three ways.
+  const Tensor cond_col = bool_pattern({3, 1}, 11), cond_full = bool_pattern({3, 4}, 12);
+  add(table, "where/broadcast", inputs({{3, 4}, {4}}),
+      [cond_col](const std::vector<Tensor>& x) { return where(cond_col, x[0], x[1]); });
+  add(table, "where/same_shape", inputs({{3, 4}, {3, 4}}),
+      [cond_full](const std::vector<Tensor>& x) { return where(cond_full, x[0], x[1]); });
+  add(table, "where/strided", inputs({{4, 3}, {3, 8}}), [cond_full](const std::vector<Tensor>& x) {
+    return where(cond_full, transpose(x[0], 0, 1), slice(x[1], 1, 0, 8, 2));
+  });
+  add(table, "where/scalar_branch", inputs({{}, {3, 4}}),
+      [cond_full](const std::vector<Tensor>& x) { return where(cond_full, x[0], x[1]); });
+  const Tensor cond_empty = bool_pattern({0, 4}, 13);
+  add(table, "where/zero_size", inputs({{0, 4}, {4}}),
+      [cond_empty](const std::vector<Tensor>& x) { return where(cond_empty, x[0], x[1]); });
+
+  const Tensor mask_row = bool_pattern({4}, 14);
+  add(table, "masked_fill/broadcast_mask", inputs({{3, 4}}),
+      [mask_row](const std::vector<Tensor>& x) { return masked_fill(x[0], mask_row, -1.5); });
+  add(table, "masked_fill/same_shape", inputs({{3, 4}}),
+      [cond_full](const std::vector<Tensor>& x) { return masked_fill(x[0], cond_full, 2.0); });
+  add(table, "masked_fill/transposed", inputs({{4, 3}}),
+      [cond_full](const std::vector<Tensor>& x) { return masked_fill(transpose(x[0], 0, 1), cond_full, 0.0); });
+
+  struct Triangle {
+    std::string op;
+    std::function<Tensor(const Tensor&, int64_t)> fn;
+  };
+  const std::vector<Triangle> triangles = {{"tril", [](const Tensor& x, int64_t k) { return tril(x, k); }},
+                                           {"triu", [](const Tensor& x, int64_t k) { return triu(x, k); }}};
+  struct TriangleLayout {
+    std::string name;
+    Shape shape;
+    int64_t k;
+    Unary view;
+  };
+  const std::vector<TriangleLayout> layouts = {
+      {"square", {4, 4}, 0, identity},
+      {"above_diagonal", {4, 4}, 1, identity},
+      {"below_diagonal", {3, 5}, -1, identity},
+      {"batched", {2, 3, 4}, 0, identity},
+      {"transposed", {5, 3}, 0, [](const Tensor& x) { return transpose(x, 0, 1); }},
+      {"zero_size", {0, 3, 3}, 0, identity},
+  };
+  for (const Triangle& tri : triangles)
+    for (const TriangleLayout& l : layouts)
+      add(table, tri.op + "/" + l.name, inputs({l.shape}),
+          [fn = tri.fn, k = l.k, view = l.view](const std::vector<Tensor>& x) { return fn(view(x[0]), k); });
+}
+
+}  // namespace linea::gradcheck::cases

@@ -1,0 +1,20 @@
+// `linea bench <target>`: each target times linea against an anchor in the same run (DESIGN.md,
+// principle 9) and prints JSON lines.
+#include <vector>
+
+#include "tools/commands.h"
+
+namespace linea::cli {
+
+Command bench_command() {
+  return {"bench", "time linea against bare OpenBLAS and plain loops (JSON lines)",
+          [](const std::string& program, std::span<const std::string> args) {
+            // A new target is a bench_<target>.cpp and one line here.
+            static const std::vector<Command> targets = {
+                bench_ops_target(),
+            };
+            return dispatch({program, "target", targets}, args);
+          }};
+}
+
+}  // namespace linea::cli

@@ -1,0 +1,94 @@
+#include "tools/bench_util.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "tensor/error.h"
+
+namespace linea::cli::bench {
+
+namespace {
+
+double time_ms(const std::function<void()>& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  return 0.5 * (values[mid] + *std::max_element(values.begin(), values.begin() + mid));
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    if (ch == '"' || ch == '\\') out += {'\\', ch};
+    else if (static_cast<unsigned char>(ch) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", ch);
+      out += escape;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+double median_ms(int repeats, const std::function<void()>& fn, int warmup) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> times;
+  for (int i = 0; i < std::max(1, repeats); ++i) times.push_back(time_ms(fn));
+  return median(times);
+}
+
+std::pair<double, double> median_ms_pair(int repeats, const std::function<void()>& a, const std::function<void()>& b,
+                                         int warmup) {
+  for (int i = 0; i < warmup; ++i) a(), b();
+  std::vector<double> times_a, times_b;
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    times_a.push_back(time_ms(a));
+    times_b.push_back(time_ms(b));
+  }
+  return {median(times_a), median(times_b)};
+}
+
+JsonLine& JsonLine::raw(const std::string& key, const std::string& json_value) {
+  body_ += (body_.empty() ? "" : ",") + quoted(key) + ":" + json_value;
+  return *this;
+}
+
+JsonLine& JsonLine::add(const std::string& key, const std::string& value) { return raw(key, quoted(value)); }
+
+JsonLine& JsonLine::add(const std::string& key, double value) {
+  if (!std::isfinite(value)) return raw(key, "null");
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return raw(key, text);
+}
+
+JsonLine& JsonLine::add(const std::string& key, const std::vector<int64_t>& values) {
+  std::string list = "[";
+  for (size_t i = 0; i < values.size(); ++i) list += (i ? "," : "") + std::to_string(values[i]);
+  return raw(key, list + "]");
+}
+
+JsonLinesOut::JsonLinesOut(const std::string& path) {
+  if (path.empty()) return;
+  file_.open(path);
+  LINEA_CHECK(file_.is_open(), "bench", "cannot open '", path, "' for writing");
+}
+
+void JsonLinesOut::write(const JsonLine& line) {
+  std::cout << line.str() << std::endl;  // flushed: a long run shows its lines as they come
+  if (file_.is_open()) file_ << line.str() << std::endl;
+}
+
+}  // namespace linea::cli::bench

@@ -1,0 +1,49 @@
+#pragma once
+// What every `linea bench` target shares: median wall times and JSON-lines output.
+#include <concepts>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace linea::cli::bench {
+
+// Median of `repeats` timed calls of fn, in milliseconds, after `warmup` untimed ones (first
+// touches of memory, thread start-up and lazy initialisation are not what we measure).
+double median_ms(int repeats, const std::function<void()>& fn, int warmup = 1);
+
+// Medians of two contenders timed alternately, call by call, so that load from other processes
+// falls on both alike and their ratio stays fair on a busy machine.
+std::pair<double, double> median_ms_pair(int repeats, const std::function<void()>& a, const std::function<void()>& b,
+                                         int warmup = 1);
+
+// One JSON object on one line; keys keep the order they were added in.
+class JsonLine {
+ public:
+  JsonLine& add(const std::string& key, const std::string& value);
+  JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonLine& add(const std::string& key, double value);  // non-finite values become null
+  template <std::integral T>
+  JsonLine& add(const std::string& key, T value) {
+    return raw(key, std::to_string(value));
+  }
+  JsonLine& add(const std::string& key, const std::vector<int64_t>& values);
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  JsonLine& raw(const std::string& key, const std::string& json_value);
+  std::string body_;
+};
+
+// Writes each line to stdout and, when path is not empty, to that file as well.
+class JsonLinesOut {
+ public:
+  explicit JsonLinesOut(const std::string& path);
+  void write(const JsonLine& line);
+
+ private:
+  std::ofstream file_;
+};
+
+}  // namespace linea::cli::bench

@@ -1,0 +1,16 @@
+#include "tools/commands.h"
+
+#include <vector>
+
+namespace linea::cli {
+
+// A new subcommand is a file defining its Command and one line here.
+CommandTable linea_commands() {
+  static const std::vector<Command> commands = {
+      gradcheck_command(),
+      bench_command(),
+  };
+  return {"linea", "subcommand", commands};
+}
+
+}  // namespace linea::cli

@@ -1,0 +1,18 @@
+#pragma once
+// The subcommands of `linea`. Each lives in its own file and is listed once in commands.cpp.
+#include <span>
+
+#include "tools/command.h"
+
+namespace linea::cli {
+
+Command gradcheck_command();  // gradcheck_command.cpp
+Command bench_command();      // bench.cpp
+
+// The table `linea` dispatches on, in the order `linea --help` lists it.
+CommandTable linea_commands();
+
+// Targets of `linea bench`; each is its own bench_<target>.cpp.
+Command bench_ops_target();  // bench_ops.cpp
+
+}  // namespace linea::cli
