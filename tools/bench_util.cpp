@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "tensor/error.h"
+#include "tools/flags.h"
 
 namespace linea::cli::bench {
 
@@ -61,7 +62,8 @@ std::pair<double, double> median_ms_pair(int repeats, const std::function<void()
 }
 
 JsonLine& JsonLine::raw(const std::string& key, const std::string& json_value) {
-  body_ += (body_.empty() ? "" : ",") + quoted(key) + ":" + json_value;
+  if (!body_.empty()) body_ += ',';
+  body_ += quoted(key) + ":" + json_value;
   return *this;
 }
 
@@ -75,9 +77,9 @@ JsonLine& JsonLine::add(const std::string& key, double value) {
 }
 
 JsonLine& JsonLine::add(const std::string& key, const std::vector<int64_t>& values) {
-  std::string list = "[";
-  for (size_t i = 0; i < values.size(); ++i) list += (i ? "," : "") + std::to_string(values[i]);
-  return raw(key, list + "]");
+  std::vector<std::string> items;
+  for (const int64_t v : values) items.push_back(std::to_string(v));
+  return raw(key, std::string("[").append(join(items, ",")).append("]"));
 }
 
 JsonLinesOut::JsonLinesOut(const std::string& path) {

@@ -33,10 +33,9 @@ int dispatch(const CommandTable& table, std::span<const std::string> args) {
     names.push_back(c.name);
   }
   const std::string hint = closest_match(name, names);
-  std::string listed;
-  for (const std::string& n : names) listed += (listed.empty() ? "" : ", ") + n;
-  throw UsageError(table.program, table.program + ": unknown " + table.noun + " '" + name + "'" +
-                                      (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; known: " + listed);
+  std::string message = table.program + ": unknown " + table.noun + " '" + name + "'";
+  if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
+  throw UsageError(table.program, message + "; known: " + join(names, ", "));
 }
 
 int run_main(const CommandTable& table, std::span<const std::string> args) {

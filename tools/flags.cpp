@@ -25,8 +25,10 @@ T parse_number(const std::string& text, const char* what) {
   return value;
 }
 
-// The shortest text that reads back as the same double: 0.0003, not 0.00029999999999999997.
-std::string format_double(double value) {
+// The shortest text that reads back as the same value: 3e-04, not 0.00029999999999999997, and
+// 0.9 for the float 0.9f.
+template <class T>
+std::string format_shortest(T value) {
   char buffer[64];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, result.ptr);
@@ -36,12 +38,6 @@ bool parse_bool(const std::string& text) {
   if (text == "true" || text == "1") return true;
   if (text == "false" || text == "0") return false;
   throw std::invalid_argument("expects true or false");
-}
-
-std::string join(const std::vector<std::string>& words, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) out += (i ? separator : "") + words[i];
-  return out;
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -66,6 +62,15 @@ bool looks_like_flag(const std::string& word) {
 }
 
 }  // namespace
+
+std::string join(const std::vector<std::string>& words, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += separator;
+    out += words[i];
+  }
+  return out;
+}
 
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
@@ -102,12 +107,12 @@ void Flags::add(const std::string& name, uint64_t* value, const std::string& hel
 }
 
 void Flags::add(const std::string& name, double* value, const std::string& help) {
-  add_flag({name, "FLOAT", help, format_double(*value),
+  add_flag({name, "FLOAT", help, format_shortest(*value),
             [value](const std::string& s) { *value = parse_number<double>(s, "a number"); }});
 }
 
 void Flags::add(const std::string& name, float* value, const std::string& help) {
-  add_flag({name, "FLOAT", help, format_double(*value), [value](const std::string& s) {
+  add_flag({name, "FLOAT", help, format_shortest(*value), [value](const std::string& s) {
               const double v = parse_number<double>(s, "a number");
               if (std::abs(v) > std::numeric_limits<float>::max()) throw std::invalid_argument("number out of range");
               *value = static_cast<float>(v);
@@ -128,7 +133,7 @@ void Flags::add(const std::string& name, bool* value, const std::string& help) {
 void Flags::add_choice(const std::string& name, std::string* value, std::vector<std::string> choices,
                        const std::string& help) {
   const std::string listed = join(choices, ", ");
-  add_flag({name, "{" + join(choices, ",") + "}", help, *value, [value, choices, listed](const std::string& s) {
+  add_flag({name, std::string("{").append(join(choices, ",")).append("}"), help, *value, [value, choices, listed](const std::string& s) {
               if (std::find(choices.begin(), choices.end(), s) == choices.end())
                 throw std::invalid_argument("must be one of " + listed);
               *value = s;
@@ -208,7 +213,7 @@ bool Flags::parse(std::span<const std::string> args, std::ostream& help_out) {
       std::vector<std::string> names;
       for (const Flag& f : flags_) names.push_back(f.name);
       const std::string hint = closest_match(name, names);
-      fail("unknown flag " + spelled + (hint.empty() ? "" : " (did you mean --" + hint + "?)"));
+      fail("unknown flag " + spelled + (hint.empty() ? std::string() : " (did you mean --" + hint + "?)"));
     }
     if (equals != std::string::npos) set_flag(*flag, spelled, word.substr(equals + 1));
     else if (flag->is_switch) set_flag(*flag, spelled, "true");
@@ -244,7 +249,7 @@ std::string Flags::usage() const {
   }
   os << "\nflags:\n";
   for (const Flag& f : flags_) {
-    const std::string left = "--" + f.name + (f.is_switch ? "" : " " + f.metavar);
+    const std::string left = "--" + f.name + (f.is_switch ? std::string() : " " + f.metavar);
     row(left, f.help + " (default: " + f.default_text + ")");
   }
   row("-h, --help", "print this help and exit");

@@ -97,6 +97,9 @@ class Flags {
   Positional rest_;  // rest_.set is empty when there is none
 };
 
+// "a, b, c" from {"a", "b", "c"} and ", ".
+std::string join(const std::vector<std::string>& words, const std::string& separator);
+
 // The candidate nearest to word by edit distance, or "" when none is close: for "did you mean".
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 

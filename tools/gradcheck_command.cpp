@@ -30,9 +30,8 @@ std::vector<Case> select_cases(std::vector<Case> cases, const std::vector<std::s
   for (const std::string& w : words) {
     const bool matches = std::any_of(cases.begin(), cases.end(), [&](const Case& c) { return c.op == w || c.name == w; });
     if (matches) continue;
-    std::string listed;
-    for (const std::string& op : known_ops) listed += (listed.empty() ? "" : " ") + op;
-    flags.fail("no gradient-check case for '" + w + "'; known ops: " + listed);
+    flags.fail("no gradient-check case for '" + w + "'; known ops: " +
+               join(std::vector<std::string>(known_ops.begin(), known_ops.end()), " "));
   }
   std::erase_if(cases, [&](const Case& c) {
     return std::find(words.begin(), words.end(), c.op) == words.end() &&
@@ -64,6 +63,20 @@ void print_indented(const std::string& text) {
   }
 }
 
+// One row of the report; a failure adds its detail, indented, on the lines below.
+void print_result(const Case& c, const gradcheck::Result& r, int width) {
+  std::printf("%-*s  %-6s  %11.3e  %9" PRId64 "\n", width, c.name.c_str(), r.passed ? "PASS" : "FAIL", r.worst_error,
+              r.compared);
+  if (!r.passed && std::isfinite(r.worst_error) && r.worst_error > c.options.tolerance) {
+    char tolerance[48];
+    std::snprintf(tolerance, sizeof tolerance, "above the tolerance %.1e at ", c.options.tolerance);
+    print_indented(tolerance + r.detail);
+  } else if (!r.passed) {
+    print_indented(r.detail);
+  }
+  std::fflush(stdout);  // a slow case should not hide the lines before it
+}
+
 int run(const std::string& program, std::span<const std::string> args) {
   uint64_t seed = 1;
   bool list = false;
@@ -87,10 +100,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   int passed = 0, failed = 0;
   for (const Case& c : cases) {
     const gradcheck::Result r = run_guarded(c, seed);
-    std::printf("%-*s  %-6s  %11.3e  %9" PRId64 "\n", width, c.name.c_str(), r.passed ? "PASS" : "FAIL", r.worst_error,
-                r.compared);
-    if (!r.passed) print_indented(r.detail);
-    std::fflush(stdout);  // a slow case should not hide the lines before it
+    print_result(c, r, width);
     (r.passed ? passed : failed) += 1;
   }
   std::printf("%d passed, %d failed\n", passed, failed);

@@ -1,0 +1,83 @@
+#include "nn/config.h"
+
+#include <set>
+
+namespace linea::nn {
+
+int64_t ModelConfig::resolved_mlp_hidden() const {
+  if (mlp_hidden > 0) return mlp_hidden;
+  if (mlp == "gelu") return 4 * d_model;
+  const int64_t two_thirds_of_four = (8 * d_model + 2) / 3;
+  return (two_thirds_of_four + 7) / 8 * 8;
+}
+
+json::Value ModelConfig::options_for(char letter) const {
+  const json::Value* found = layers.find(std::string(1, letter));
+  return found ? *found : json::Value(json::Object());
+}
+
+void ModelConfig::validate() const {
+  LINEA_CHECK(vocab_size > 0, "config", "vocab_size must be positive, got ", vocab_size);
+  LINEA_CHECK(d_model > 0, "config", "d_model must be positive, got ", d_model);
+  LINEA_CHECK(heads > 0, "config", "heads must be positive, got ", heads);
+  LINEA_CHECK(head_dim > 0 || d_model % heads == 0, "config", "d_model ", d_model, " is not divisible by heads ",
+              heads, "; set head_dim");
+  LINEA_CHECK(head_dim >= 0, "config", "head_dim must be >= 0, got ", head_dim);
+  LINEA_CHECK(!pattern.empty(), "config", "the layer pattern is empty");
+  LINEA_CHECK(norm == "rms" || norm == "layer", "config", "norm must be \"rms\" or \"layer\", got \"", norm, "\"");
+  LINEA_CHECK(mlp == "gelu" || mlp == "geglu" || mlp == "swiglu", "config",
+              "mlp must be \"gelu\", \"geglu\" or \"swiglu\", got \"", mlp, "\"");
+  LINEA_CHECK(mlp_hidden >= 0, "config", "mlp_hidden must be >= 0, got ", mlp_hidden);
+  LINEA_CHECK(norm_eps >= 0, "config", "norm_eps must be >= 0, got ", norm_eps);
+  LINEA_CHECK(dropout >= 0 && dropout < 1, "config", "dropout must be in [0, 1), got ", dropout);
+  LINEA_CHECK(layers.is_object(), "config", "\"layers\" must be an object of per-letter options");
+  for (const auto& [letter, options] : layers.as_object()) {
+    LINEA_CHECK(letter.size() == 1, "config", "\"layers\" keys are single layer letters, got \"", letter, "\"");
+    LINEA_CHECK(options.is_object(), "config", "options of layer '", letter, "' must be an object");
+  }
+}
+
+json::Value ModelConfig::to_json() const {
+  json::Value v = json::Object();
+  v["vocab_size"] = vocab_size;
+  v["d_model"] = d_model;
+  v["heads"] = heads;
+  v["head_dim"] = head_dim;
+  v["pattern"] = pattern;
+  v["norm"] = norm;
+  v["norm_eps"] = norm_eps;
+  v["mlp"] = mlp;
+  v["mlp_hidden"] = mlp_hidden;
+  v["tie_embeddings"] = tie_embeddings;
+  v["dropout"] = dropout;
+  v["seed"] = seed;
+  v["layers"] = layers;
+  return v;
+}
+
+ModelConfig ModelConfig::from_json(const json::Value& v) {
+  LINEA_CHECK(v.is_object(), "config", "a model config must be a JSON object");
+  static const std::set<std::string> known = {"vocab_size", "d_model", "heads", "head_dim", "pattern",
+                                              "norm", "norm_eps", "mlp", "mlp_hidden", "tie_embeddings",
+                                              "dropout", "seed", "layers"};
+  for (const auto& [key, value] : v.as_object())
+    LINEA_CHECK(known.count(key), "config", "unknown key \"", key, "\"");
+  ModelConfig c;
+  c.vocab_size = v.get_or<int64_t>("vocab_size", c.vocab_size, "config");
+  c.d_model = v.get_or<int64_t>("d_model", c.d_model, "config");
+  c.heads = v.get_or<int64_t>("heads", c.heads, "config");
+  c.head_dim = v.get_or<int64_t>("head_dim", c.head_dim, "config");
+  c.pattern = v.get_or<std::string>("pattern", c.pattern, "config");
+  c.norm = v.get_or<std::string>("norm", c.norm, "config");
+  c.norm_eps = v.get_or<double>("norm_eps", c.norm_eps, "config");
+  c.mlp = v.get_or<std::string>("mlp", c.mlp, "config");
+  c.mlp_hidden = v.get_or<int64_t>("mlp_hidden", c.mlp_hidden, "config");
+  c.tie_embeddings = v.get_or<bool>("tie_embeddings", c.tie_embeddings, "config");
+  c.dropout = v.get_or<double>("dropout", c.dropout, "config");
+  c.seed = v.get_or<uint64_t>("seed", c.seed, "config");
+  if (const json::Value* layers = v.find("layers"); layers && !layers->is_null()) c.layers = *layers;
+  c.validate();
+  return c;
+}
+
+}  // namespace linea::nn

@@ -1,0 +1,46 @@
+#pragma once
+// The language model's configuration, and its JSON form (written next to every checkpoint):
+//
+//   {"vocab_size": 256, "d_model": 128, "heads": 4, "pattern": "RRRR", "norm": "rms",
+//    "mlp": "swiglu", "tie_embeddings": true,
+//    "layers": {"R": {"feature_map": "relu"}, "S": {"window": 64, "kv_heads": 1}}}
+//
+// "layers" holds per-letter options that override the defaults of that letter's layer (the keys
+// each letter accepts are listed by `linea train --help-layers` and docs/layers.md); an unknown
+// key is an error, never silently ignored.
+#include <cstdint>
+#include <string>
+
+#include "nn/json.h"
+
+namespace linea::nn {
+
+struct ModelConfig {
+  int64_t vocab_size = 256;
+  int64_t d_model = 128;
+  int64_t heads = 4;
+  int64_t head_dim = 0;        // 0: d_model / heads
+  std::string pattern = "RRRR";  // one letter per layer (nn/model.h, layer_kinds())
+  std::string norm = "rms";    // "rms" or "layer": the blocks' pre-norms and the final norm
+  double norm_eps = 1e-6;
+  std::string mlp = "swiglu";  // "gelu" (MLP), "geglu" or "swiglu" (gated MLP)
+  int64_t mlp_hidden = 0;      // 0: 4 D for "gelu"; for the gated kinds 8/3 D rounded up to a
+                               // multiple of 8, which keeps the parameter count of the 4 D MLP
+  bool tie_embeddings = true;
+  double dropout = 0.0;        // residual dropout after each mixer and MLP
+  uint64_t seed = 0;           // seeds the dropout masks' generator
+  json::Value layers = json::Object();  // per-letter overrides
+
+  int64_t layer_count() const { return static_cast<int64_t>(pattern.size()); }
+  int64_t resolved_head_dim() const { return head_dim ? head_dim : d_model / heads; }
+  int64_t resolved_mlp_hidden() const;
+  // The overrides object for one letter (an empty object when none).
+  json::Value options_for(char letter) const;
+
+  // Errors name the field and the offending value.
+  void validate() const;
+  json::Value to_json() const;
+  static ModelConfig from_json(const json::Value& value);  // unknown keys are errors
+};
+
+}  // namespace linea::nn

@@ -1,0 +1,81 @@
+// The table of layer letters: how each letter of a model's pattern becomes a mixer, and which
+// per-letter options (ModelConfig::layers) it reads. Adding a layer type is one row here.
+#include "nn/attention/softmax_attention.h"
+#include "nn/layer_options.h"
+#include "nn/linear/linear_attention.h"
+#include "nn/model.h"
+
+namespace linea::nn {
+
+namespace {
+
+std::shared_ptr<SequenceMixer> make_softmax(const ModelConfig& config, Generator& gen) {
+  LayerOptions o(config.options_for('S'), 'S');
+  SoftmaxAttentionConfig c;
+  c.d_model = config.d_model;
+  c.heads = o.get<int64_t>("heads", config.heads);
+  c.head_dim = o.get<int64_t>("head_dim", config.head_dim);
+  c.kv_heads = o.get<int64_t>("kv_heads", 0);
+  c.rope = o.get<bool>("rope", true);
+  c.rope_base = o.get<double>("rope_base", 10000.0);
+  c.rotary_dim = o.get<int64_t>("rotary_dim", 0);
+  c.window = o.get<int64_t>("window", 0);
+  o.finish();
+  return std::make_shared<SoftmaxAttention>(c, gen);
+}
+
+// A linear-attention letter: the named preset of the ReGLA paper, then the letter's overrides.
+std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> linear_maker(
+    char letter, linear::LinearAttentionPreset preset) {
+  return [letter, preset](const ModelConfig& config, Generator& gen) -> std::shared_ptr<SequenceMixer> {
+    LayerOptions o(config.options_for(letter), letter);
+    const int64_t heads = o.get<int64_t>("heads", config.heads);
+    const int64_t head_dim = o.get<int64_t>("head_dim", config.head_dim ? config.head_dim : config.d_model / heads);
+    linear::LinearAttentionConfig c = linear::linear_attention_preset(preset, config.d_model, heads, head_dim);
+    c.key_dim = o.get<int64_t>("feature_dim", c.key_dim);
+    c.feature_map.kind = linear::parse_feature_map(o.get<std::string>("feature_map", linear::feature_map_name(c.feature_map.kind)));
+    c.feature_map.num_features = o.get<int64_t>("num_features", c.feature_map.num_features);
+    c.gate.kind = linear::parse_gate(o.get<std::string>("gate", linear::gate_name(c.gate.kind)));
+    const std::string gate_dim = o.get<std::string>("gate_dim", c.gate.regla_dim == linear::DecayDim::Value ? "value" : "key");
+    LINEA_CHECK(gate_dim == "value" || gate_dim == "key", "config", "layer '", std::string(1, letter),
+                "': gate_dim must be \"value\" or \"key\", got \"", gate_dim, "\"");
+    c.gate.regla_dim = gate_dim == "value" ? linear::DecayDim::Value : linear::DecayDim::Key;
+    c.gate.log_decay_floor = o.get<double>("log_decay_floor", c.gate.log_decay_floor);
+    c.sum_normalization = o.get<bool>("sum_normalization", c.sum_normalization);
+    const std::string norm = o.get<std::string>("output_norm", c.output_norm == linear::OutputNorm::RMS
+                                                                   ? "rms"
+                                                                   : (c.output_norm == linear::OutputNorm::Layer ? "layer" : "none"));
+    LINEA_CHECK(norm == "rms" || norm == "layer" || norm == "none", "config", "layer '", std::string(1, letter),
+                "': output_norm must be \"rms\", \"layer\" or \"none\", got \"", norm, "\"");
+    c.output_norm = norm == "rms" ? linear::OutputNorm::RMS : (norm == "layer" ? linear::OutputNorm::Layer : linear::OutputNorm::None);
+    const std::string scale = o.get<std::string>("scale", c.scale == linear::QueryScale::InvSqrtDim
+                                                              ? "inv_sqrt_dim"
+                                                              : (c.scale == linear::QueryScale::ReGLAVariance ? "variance" : "none"));
+    LINEA_CHECK(scale == "inv_sqrt_dim" || scale == "variance" || scale == "none", "config", "layer '",
+                std::string(1, letter), "': scale must be \"inv_sqrt_dim\", \"variance\" or \"none\", got \"", scale, "\"");
+    c.scale = scale == "inv_sqrt_dim" ? linear::QueryScale::InvSqrtDim
+                                      : (scale == "variance" ? linear::QueryScale::ReGLAVariance : linear::QueryScale::None);
+    c.key_max = linear::parse_key_max(o.get<std::string>("key_max", linear::key_max_name(c.key_max)));
+    c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
+    o.finish();
+    return std::make_shared<linear::LinearAttention>(c, gen);
+  };
+}
+
+}  // namespace
+
+const std::vector<LayerKind>& layer_kinds() {
+  using P = linear::LinearAttentionPreset;
+  static const std::vector<LayerKind> kinds = {
+      {'S', "softmax", "softmax attention (RoPE, grouped-query, optional sliding window)", make_softmax},
+      {'L', "linear", "linear attention, ELU+1 map, sum-normalized (Katharopoulos et al. 2020)", linear_maker('L', P::LaElu)},
+      {'H', "hedgehog", "linear attention with Hedgehog's learnable softmax-like map", linear_maker('H', P::Hedgehog)},
+      {'A', "rfa", "random feature attention with a scalar gate", linear_maker('A', P::Rfa)},
+      {'F', "fast-decay", "linear attention with Fast Decay's outer-product gate", linear_maker('F', P::FastDecay)},
+      {'G', "gla", "gated linear attention (key-dimension gate)", linear_maker('G', P::Gla)},
+      {'R', "regla", "ReGLA: normalized exp map, variance scale, refined gate (value dim)", linear_maker('R', P::Regla)},
+  };
+  return kinds;
+}
+
+}  // namespace linea::nn

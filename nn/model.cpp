@@ -1,0 +1,121 @@
+#include "nn/model.h"
+
+#include "nn/layers/mlp.h"
+#include "nn/layers/norm.h"
+
+namespace linea::nn {
+
+std::shared_ptr<Module> make_norm(const ModelConfig& config, int64_t dim) {
+  if (config.norm == "layer") return std::make_shared<LayerNorm>(dim, config.norm_eps);
+  return std::make_shared<RMSNorm>(dim, config.norm_eps);
+}
+
+Tensor apply_norm(const Module& norm, const Tensor& x) {
+  if (const auto* rms = dynamic_cast<const RMSNorm*>(&norm)) return rms->forward(x);
+  return dynamic_cast<const LayerNorm&>(norm).forward(x);
+}
+
+const LayerKind& layer_kind(char letter) {
+  for (const LayerKind& kind : layer_kinds())
+    if (kind.letter == letter) return kind;
+  std::string known;
+  for (const LayerKind& kind : layer_kinds()) known += std::string(known.empty() ? "" : ", ") + kind.letter + " (" + kind.name + ")";
+  fail("config", "unknown layer letter '", std::string(1, letter), "' in the pattern; known letters: ", known);
+}
+
+// ---- Block ----
+
+Block::Block(const ModelConfig& config, char letter, Generator& gen) {
+  const int64_t d = config.d_model;
+  attn_norm = register_module("attn_norm", make_norm(config, d));
+  attn = register_module("attn", layer_kind(letter).make(config, gen));
+  mlp_norm = register_module("mlp_norm", make_norm(config, d));
+  const int64_t hidden = config.resolved_mlp_hidden();
+  if (config.mlp == "gelu") {
+    mlp = register_module("mlp", std::make_shared<MLP>(d, hidden, gen, MLPOptions{.activation = Activation::Gelu, .bias = false}));
+  } else {
+    const Activation act = config.mlp == "geglu" ? Activation::Gelu : Activation::Silu;
+    mlp = register_module("mlp", std::make_shared<GatedMLP>(d, hidden, gen, MLPOptions{.activation = act, .bias = false}));
+  }
+  if (config.dropout > 0) dropout_ = std::make_shared<Dropout>(config.dropout, std::make_shared<Generator>(config.seed));
+}
+
+Tensor Block::residual_dropout(const Tensor& x) {
+  if (!dropout_) return x;
+  dropout_->train(is_training());
+  return dropout_->forward(x);
+}
+
+Tensor Block::mlp_branch(const Tensor& x) {
+  const Tensor h = apply_norm(*mlp_norm, x);
+  if (const auto* plain = dynamic_cast<const MLP*>(mlp.get())) return plain->forward(h);
+  return dynamic_cast<const GatedMLP&>(*mlp).forward(h);
+}
+
+Tensor Block::forward(const Tensor& x) {
+  const Tensor h = x + residual_dropout(attn->forward(apply_norm(*attn_norm, x)));
+  return h + residual_dropout(mlp_branch(h));
+}
+
+Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
+  const Tensor h = x + attn->step(apply_norm(*attn_norm, x), mixer_state);
+  return h + mlp_branch(h);
+}
+
+// ---- LanguageModel ----
+
+LanguageModel::LanguageModel(const ModelConfig& config, Generator& gen) : config_(config) {
+  config_.validate();
+  for (char letter : config_.pattern) layer_kind(letter);  // fail before building anything
+  embed_ = register_module("embed", std::make_shared<Embedding>(config_.vocab_size, config_.d_model, gen));
+  block_list_ = register_module("blocks", std::make_shared<ModuleList>());
+  for (char letter : config_.pattern) blocks_.push_back(block_list_->push_back(std::make_shared<Block>(config_, letter, gen)));
+  final_norm_ = register_module("final_norm", make_norm(config_, config_.d_model));
+  if (!config_.tie_embeddings)
+    head_ = register_module("head", std::make_shared<Linear>(config_.d_model, config_.vocab_size, gen,
+                                                             LinearOptions{.bias = false, .init = LinearInit::Normal}));
+}
+
+void LanguageModel::check_ids(const Tensor& ids, const char* what) const {
+  LINEA_CHECK(ids.defined() && ids.dtype() == kInt64, "LanguageModel", what, " must be int64 token ids, got ",
+              ids.describe());
+}
+
+Tensor LanguageModel::logits(const Tensor& h) {
+  const Tensor normed = apply_norm(*final_norm_, h);
+  return head_ ? head_->forward(normed) : matmul(normed, t(embed_->weight));
+}
+
+Tensor LanguageModel::forward(const Tensor& ids) {
+  check_ids(ids, "ids");
+  LINEA_CHECK(ids.dim() == 2, "LanguageModel", "ids must be (batch, time), got ", ids.describe());
+  Tensor h = embed_->forward(ids);
+  for (const auto& block : blocks_) h = block->forward(h);
+  return logits(h);
+}
+
+Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {
+  check_ids(targets, "targets");
+  LINEA_CHECK(targets.shape() == ids.shape(), "LanguageModel", "targets ", targets.describe(), " must match ids ",
+              ids.describe());
+  return cross_entropy(forward(ids), targets);
+}
+
+LanguageModel::State LanguageModel::init_state(int64_t batch) const {
+  State state;
+  for (const auto& block : blocks_) state.layers.push_back(block->attn->init_state(batch));
+  return state;
+}
+
+Tensor LanguageModel::step(const Tensor& ids, State& state) {
+  check_ids(ids, "ids");
+  LINEA_CHECK(ids.dim() == 1, "LanguageModel", "step takes one id per sequence, (batch), got ", ids.describe());
+  LINEA_CHECK(state.layers.size() == blocks_.size(), "LanguageModel", "the decoding state has ", state.layers.size(),
+              " layers, the model ", blocks_.size());
+  Tensor h = embed_->forward(ids);
+  for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->step(h, *state.layers[i]);
+  ++state.position;
+  return logits(h);
+}
+
+}  // namespace linea::nn

@@ -1,0 +1,103 @@
+#pragma once
+// The decoder-only language model, configured by a layer pattern: one letter per layer, so every
+// architecture of the ReGLA paper's Tables 4 and 6 is a configuration, not code.
+//
+//   ids (B, T) -> embed -> [block] x n_layers -> final norm -> head -> logits (B, T, V)
+//   block:  x = x + mixer(norm(x));  x = x + mlp(norm(x))            (pre-norm residual)
+//
+// The mixer of each block is chosen by its letter (layer_kinds() lists them): "SSSS" is a
+// transformer, "RRRR" ReGLA, "SRSRSR" a hybrid. The head is tied to the embedding by default.
+// Parameter names: embed.weight, blocks.<i>.attn_norm.weight, blocks.<i>.attn.<...>,
+// blocks.<i>.mlp_norm.weight, blocks.<i>.mlp.<...>, final_norm.weight, head.weight (untied only).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/config.h"
+#include "nn/layers/dropout.h"
+#include "nn/layers/embedding.h"
+#include "nn/layers/linear.h"
+#include "nn/mixer.h"
+
+namespace linea::nn {
+
+// A layer letter and how to build its mixer from the model config.
+struct LayerKind {
+  char letter;
+  std::string name;         // "softmax", "regla", ...
+  std::string description;  // one line for --help and docs
+  std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> make;
+};
+const std::vector<LayerKind>& layer_kinds();
+const LayerKind& layer_kind(char letter);  // Error naming the known letters otherwise
+
+// The residual block around one mixer.
+class Block : public Module {
+ public:
+  Block(const ModelConfig& config, char letter, Generator& gen);
+  Tensor forward(const Tensor& x);                          // (B, T, D)
+  Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
+
+  std::shared_ptr<Module> attn_norm, mlp_norm, mlp;
+  std::shared_ptr<SequenceMixer> attn;
+
+ private:
+  Tensor mlp_branch(const Tensor& x);
+  Tensor norm(const Module& which, const Tensor& x) const;
+  Tensor residual_dropout(const Tensor& x);
+
+  std::shared_ptr<Dropout> dropout_;
+};
+
+// A list of modules named "0", "1", ... (so their parameters read blocks.3.attn...).
+class ModuleList : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+    items_.push_back(m);
+    return register_module(std::to_string(items_.size() - 1), m);
+  }
+  size_t size() const { return items_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> items_;
+};
+
+class LanguageModel : public Module {
+ public:
+  LanguageModel(const ModelConfig& config, Generator& gen);
+
+  Tensor forward(const Tensor& ids);  // ids (B, T) Int64 -> logits (B, T, V)
+  // Mean cross-entropy of predicting targets (B, T) (ignore_index -100 skips a position).
+  Tensor loss(const Tensor& ids, const Tensor& targets);
+
+  // Decoding one token per sequence: softmax layers from their KV cache, the others from their
+  // fixed-size recurrent state.
+  struct State {
+    std::vector<std::unique_ptr<DecodeState>> layers;
+    int64_t position = 0;
+  };
+  State init_state(int64_t batch) const;
+  Tensor step(const Tensor& ids, State& state);  // ids (B) Int64 -> logits (B, V)
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
+
+ private:
+  Tensor logits(const Tensor& h);
+  void check_ids(const Tensor& ids, const char* what) const;
+
+  ModelConfig config_;
+  std::shared_ptr<Embedding> embed_;
+  std::shared_ptr<ModuleList> block_list_;
+  std::vector<std::shared_ptr<Block>> blocks_;
+  std::shared_ptr<Module> final_norm_;
+  std::shared_ptr<Linear> head_;  // null when tied
+};
+
+// Builds the norm the config names ("rms" or "layer") over dim, and applies one.
+std::shared_ptr<Module> make_norm(const ModelConfig& config, int64_t dim);
+Tensor apply_norm(const Module& norm, const Tensor& x);
+
+}  // namespace linea::nn
