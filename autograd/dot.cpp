@@ -9,9 +9,15 @@
 namespace linea {
 
 namespace {
+// A DOT string literal; a line break becomes DOT's own \n escape, so every statement stays on
+// one line of the file.
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }

@@ -7,6 +7,7 @@
 //      the most recently created runs first, which makes the order deterministic.
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,7 +21,6 @@ namespace linea {
 
 namespace {
 
-using autograd::AccumulateGrad;
 using autograd::Node;
 
 struct LaterFirst {
@@ -43,6 +43,12 @@ std::unordered_map<Node*, int> count_dependencies(Node* root) {
   return deps;
 }
 
+// True when an edge of node reaches a node in `useful`.
+bool feeds_into(const Node& node, const std::unordered_set<Node*>& useful) {
+  return std::any_of(node.edges.begin(), node.edges.end(),
+                     [&](const autograd::Edge& e) { return e.node && useful.count(e.node.get()); });
+}
+
 // Nodes from which some target is reachable (targets included), by iterating to a fixed point
 // in reverse creation order, children before parents.
 std::unordered_set<Node*> nodes_leading_to(const std::unordered_map<Node*, int>& deps,
@@ -52,13 +58,8 @@ std::unordered_set<Node*> nodes_leading_to(const std::unordered_map<Node*, int>&
   std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); });
   std::unordered_set<Node*> useful(targets);
   // Edges point from later to earlier nodes, so one pass in creation order settles every node.
-  for (Node* node : order) {
-    for (const autograd::Edge& e : node->edges)
-      if (e.node && useful.count(e.node.get())) {
-        useful.insert(node);
-        break;
-      }
-  }
+  for (Node* node : order)
+    if (feeds_into(*node, useful)) useful.insert(node);
   return useful;
 }
 
@@ -105,8 +106,10 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
 
     const bool captured = captures && captures->count(node);
     if (captured) (*captures)[node] = g;
-    // grad() stops at its inputs and runs only what leads to them; leaves are never touched.
-    const bool skip = captures && (captured || !useful.count(node) || dynamic_cast<AccumulateGrad*>(node));
+    // grad() runs only nodes that pass gradient on towards a requested input: a requested
+    // intermediate still runs when another requested input lies behind it, and leaves (no edges)
+    // are never touched.
+    const bool skip = captures && !feeds_into(*node, useful);
     std::vector<Tensor> input_grads;
     if (g.defined() && !skip) input_grads = node->apply(g);
     for (size_t i = 0; i < node->edges.size(); ++i) {
@@ -139,18 +142,19 @@ void backward(const Tensor& output, const Tensor& grad_output, bool retain_graph
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
                          bool retain_graph, bool allow_unused) {
   std::unordered_map<Node*, Tensor> captures;
-  std::vector<Node*> input_nodes;
+  // Held until the end: the AccumulateGrad of a leaf outside the graph exists only here, and a
+  // freed one's address could be reused by the next input's.
+  std::vector<std::shared_ptr<Node>> input_nodes;
   for (const Tensor& x : inputs) {
     LINEA_CHECK(x.defined() && x.requires_grad(), "grad", "every input must require grad, got ",
                 x.describe());
-    std::shared_ptr<Node> node = autograd::gradient_edge(x);
-    input_nodes.push_back(node.get());
-    captures[node.get()] = Tensor();
+    input_nodes.push_back(autograd::gradient_edge(x));
+    captures[input_nodes.back().get()] = Tensor();
   }
   run_backward(output, grad_output, retain_graph, &captures);
   std::vector<Tensor> result;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    Tensor g = captures[input_nodes[i]];
+    Tensor g = captures[input_nodes[i].get()];
     LINEA_CHECK(g.defined() || allow_unused, "grad", "input ", i, " (", inputs[i].describe(),
                 ") was not used to compute the output; pass allow_unused = true to get an undefined gradient");
     result.push_back(g);

@@ -97,6 +97,23 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
       LINEA_CHECK(used.count(name), "load_state_dict", "unexpected entry '", name, "' (no such parameter or buffer)");
 }
 
+void Module::swap_parameters(std::vector<Tensor>& tensors) {
+  std::vector<Tensor*> slots;
+  visit_slots("", true, [&](const std::string& name, const Slot& s) {
+    const size_t i = slots.size();
+    LINEA_CHECK(i < tensors.size(), "swap_parameters", "got ", tensors.size(), " tensors for more parameters");
+    const Tensor& t = tensors[i];
+    LINEA_CHECK(t.defined() && t.shape() == s.tensor->shape() && t.dtype() == s.tensor->dtype() &&
+                    t.device() == s.tensor->device(),
+                "swap_parameters", "parameter '", name, "' is ", s.tensor->describe(), " but got ",
+                t.defined() ? t.describe() : std::string("an undefined tensor"));
+    slots.push_back(s.tensor);
+  });
+  LINEA_CHECK(slots.size() == tensors.size(), "swap_parameters", "got ", tensors.size(), " tensors for ", slots.size(),
+              " parameters");
+  for (size_t i = 0; i < slots.size(); ++i) std::swap(*slots[i], tensors[i]);
+}
+
 void Module::to(Device device) {
   auto move = [&](const std::string&, const Slot& s) {
     const bool trainable = s.tensor->requires_grad();

@@ -46,6 +46,12 @@ class Module {
   // Copies values in by name. strict: every name must match both ways; shapes must match always.
   void load_state_dict(const StateDict& state, bool strict = true);
 
+  // Exchanges the parameter tensors themselves (not their values) with `tensors`, in
+  // named_parameters() order; shapes, dtypes and devices must match. Swapping in fresh leaves
+  // makes the next forward differentiable w.r.t. them (nn/gradcheck_module.h); swapping again
+  // puts the module's own tensors back.
+  void swap_parameters(std::vector<Tensor>& tensors);
+
   void to(Device device);
   void to(DType dtype);
   void zero_grad();

@@ -33,6 +33,12 @@ void check_shape(const Shape& shape, const char* op) {
               shape_str(shape));
   for (int64_t s : shape)
     LINEA_CHECK(s >= 0, op, "sizes must be non-negative, got shape ", shape_str(shape));
+  // numel_of multiplies the sizes: the product must fit an int64 (a zero size makes it 0 anyway).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return;
+  int64_t n = 1;
+  for (int64_t s : shape)
+    LINEA_CHECK(!__builtin_mul_overflow(n, s, &n), op, "shape ", shape_str(shape),
+                " has more elements than an int64 can count");
 }
 
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {

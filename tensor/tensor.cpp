@@ -1,5 +1,6 @@
 #include "tensor/tensor.h"
 
+#include <limits>
 #include <ostream>
 
 #include "tensor/backend.h"
@@ -13,8 +14,16 @@ TensorImpl& Tensor::state() const {
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim(d, dim(), "stride")]; }
+// normalize_dim lets dim 0 through for a 0-dim tensor (reductions want that); here it would
+// read past the end of an empty shape.
+int64_t Tensor::size(int64_t d) const {
+  LINEA_CHECK(dim() > 0, "size", "a 0-dim tensor has no dim ", d, ": ", describe());
+  return shape()[normalize_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  LINEA_CHECK(dim() > 0, "stride", "a 0-dim tensor has no dim ", d, ": ", describe());
+  return strides()[normalize_dim(d, dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -106,6 +115,9 @@ std::string Tensor::name() const { return state().autograd ? state().autograd->n
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape, "empty");
+  // The byte count is unsigned: an overflow would wrap to a small allocation, not fail.
+  LINEA_CHECK(numel_of(shape) <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(dtype_size(dtype)),
+              "empty", "shape ", shape_str(shape), " of ", dtype_name(dtype), " needs more bytes than memory can address");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype), device);
   impl->shape = shape;

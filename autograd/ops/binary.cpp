@@ -8,14 +8,23 @@ using namespace ops_detail;
 
 namespace {
 
+// Which of a, b and y a backward formula reads. Only those are saved: the others may then be
+// changed in place before backward without an error, and their memory is not held for backward.
+struct Reads {
+  bool a = false, b = false, y = false;
+};
+
 // Records a binary op whose backward gives the two full-shape partial gradients (before
-// sum_to); `grads(gy, a, b, y, need_a, need_b)` may leave an unneeded one undefined.
-template <class GradFn>
-Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, GradFn grads) {
+// sum_to); `grads(gy, a, b, y, need_a, need_b)` may leave an unneeded one undefined, and gets
+// undefined tensors for what `reads(need_a, need_b)` leaves out.
+template <class ReadsFn, class GradFn>
+Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, ReadsFn reads, GradFn grads) {
   Tensor y = binary_kernel(op, a, b, name);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  const Reads r = reads(need_a, need_b);
+  const auto save = [](bool read, const Tensor& t) { return SavedTensor(read ? t : Tensor()); };
   return record(name, {a, b}, y,
-                [as = SavedTensor(a), bs = SavedTensor(b), ys = SavedTensor(y), need_a, need_b, grads,
+                [as = save(r.a, a), bs = save(r.b, b), ys = save(r.y, y), need_a, need_b, grads,
                  a_shape = a.shape(), b_shape = b.shape()](const Tensor& gy) -> Grads {
                   auto [ga, gb] = grads(gy, as.get(), bs.get(), ys.get(), need_a, need_b);
                   return {need_a ? sum_to(ga, a_shape) : Tensor(), need_b ? sum_to(gb, b_shape) : Tensor()};
@@ -27,18 +36,21 @@ using Pair = std::pair<Tensor, Tensor>;
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return binary_op("add", BinaryOp::Add, a, b,
+  return binary_op("add", BinaryOp::Add, a, b, [](bool, bool) { return Reads{}; },
                    [](const Tensor& gy, const Tensor&, const Tensor&, const Tensor&, bool, bool) { return Pair{gy, gy}; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary_op("sub", BinaryOp::Sub, a, b, [](const Tensor& gy, const Tensor&, const Tensor&, const Tensor&, bool,
-                                                  bool need_b) { return Pair{gy, need_b ? neg(gy) : Tensor()}; });
+  return binary_op("sub", BinaryOp::Sub, a, b, [](bool, bool) { return Reads{}; },
+                   [](const Tensor& gy, const Tensor&, const Tensor&, const Tensor&, bool, bool need_b) {
+                     return Pair{gy, need_b ? neg(gy) : Tensor()};
+                   });
 }
 
 // forward was y = a b: dy/da = b, dy/db = a.
 Tensor mul(const Tensor& a, const Tensor& b) {
   return binary_op("mul", BinaryOp::Mul, a, b,
+                   [](bool need_a, bool need_b) { return Reads{.a = need_b, .b = need_a}; },
                    [](const Tensor& gy, const Tensor& a, const Tensor& b, const Tensor&, bool need_a, bool need_b) {
                      return Pair{need_a ? gy * b : Tensor(), need_b ? gy * a : Tensor()};
                    });
@@ -46,7 +58,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // forward was y = a / b: dy/da = 1/b, dy/db = -a/b^2 = -y/b.
 Tensor div(const Tensor& a, const Tensor& b) {
-  return binary_op("div", BinaryOp::Div, a, b,
+  return binary_op("div", BinaryOp::Div, a, b, [](bool, bool need_b) { return Reads{.b = true, .y = need_b}; },
                    [](const Tensor& gy, const Tensor&, const Tensor& b, const Tensor& y, bool need_a, bool need_b) {
                      return Pair{need_a ? gy / b : Tensor(), need_b ? neg(gy * y / b) : Tensor()};
                    });
@@ -55,6 +67,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 // forward was y = a^b: dy/da = b a^(b-1), dy/db = y log a.
 Tensor pow(const Tensor& a, const Tensor& b) {
   return binary_op("pow", BinaryOp::Pow, a, b,
+                   [](bool need_a, bool need_b) { return Reads{.a = true, .b = need_a, .y = need_b}; },
                    [](const Tensor& gy, const Tensor& a, const Tensor& b, const Tensor& y, bool need_a, bool need_b) {
                      return Pair{need_a ? gy * b * pow(a, b - 1.0) : Tensor(), need_b ? gy * y * log(a) : Tensor()};
                    });
@@ -70,7 +83,7 @@ Tensor winner_weight(const Tensor& a, const Tensor& b, bool a_wins_when_greater)
 }  // namespace
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return binary_op("maximum", BinaryOp::Maximum, a, b,
+  return binary_op("maximum", BinaryOp::Maximum, a, b, [](bool, bool) { return Reads{.a = true, .b = true}; },
                    [](const Tensor& gy, const Tensor& a, const Tensor& b, const Tensor&, bool, bool) {
                      const Tensor wa = winner_weight(a, b, true);
                      return Pair{gy * wa, gy * (1.0 - wa)};
@@ -78,7 +91,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return binary_op("minimum", BinaryOp::Minimum, a, b,
+  return binary_op("minimum", BinaryOp::Minimum, a, b, [](bool, bool) { return Reads{.a = true, .b = true}; },
                    [](const Tensor& gy, const Tensor& a, const Tensor& b, const Tensor&, bool, bool) {
                      const Tensor wa = winner_weight(a, b, false);
                      return Pair{gy * wa, gy * (1.0 - wa)};

@@ -28,6 +28,12 @@ void check_index_tensor(const Tensor& index, const Tensor& x, const char* op) {
               " are on different devices");
 }
 
+int64_t dim_along(const Tensor& x, int64_t dim, const char* op) {
+  check_defined(x, op);
+  LINEA_CHECK(x.dim() > 0, op, "a 0-dim tensor has no dim ", dim, " to work along: ", x.describe());
+  return normalize_dim(dim, x.dim(), op);
+}
+
 Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryArgs args) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend_for(x).unary(op, x, out, args);

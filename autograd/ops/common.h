@@ -17,6 +17,19 @@ void check_floating(const Tensor& x, const char* op);
 // Same device and dtype (both floating unless allow_any), else an Error naming both tensors.
 void check_compatible(const Tensor& a, const Tensor& b, const char* op, bool allow_any = false);
 void check_index_tensor(const Tensor& index, const Tensor& x, const char* op);
+// dim normalized for an op that works along one existing dim of x; a 0-dim tensor has none.
+int64_t dim_along(const Tensor& x, int64_t dim, const char* op);
+
+// Runs f(); an Error thrown inside it (by an allocator or a kernel, which cannot know what the
+// user called) is rethrown as op's, with context in front.
+template <class F>
+auto rethrow_as(const char* op, const std::string& context, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    fail(op, context, ": ", e.what());
+  }
+}
 
 // out = op(x) elementwise, freshly allocated.
 Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryArgs args = {});

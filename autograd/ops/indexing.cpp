@@ -27,9 +27,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 
 // y[i][j] = x[i][index[i][j]] (dim 1 shown). backward: scatter_add of gy.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_defined(x, "gather");
   check_index_tensor(index, x, "gather");
-  const int64_t d = normalize_dim(dim, x.dim(), "gather");
+  const int64_t d = dim_along(x, dim, "gather");
   LINEA_CHECK(index.dim() == x.dim(), "gather", "index ", index.describe(), " must have as many dims as ", x.describe());
   for (int64_t k = 0; k < x.dim(); ++k)
     LINEA_CHECK(k == d || index.size(k) <= x.size(k), "gather", "index ", index.describe(), " is larger than ",
@@ -48,7 +47,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_compatible(x, src, "scatter_add");
   check_index_tensor(index, x, "scatter_add");
-  const int64_t d = normalize_dim(dim, x.dim(), "scatter_add");
+  const int64_t d = dim_along(x, dim, "scatter_add");
   LINEA_CHECK(index.shape() == src.shape(), "scatter_add", "index ", index.describe(), " and src ", src.describe(),
               " must have one shape");
   LINEA_CHECK(index.dim() == x.dim(), "scatter_add", "index ", index.describe(), " must have as many dims as ",
@@ -69,7 +68,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   LINEA_CHECK(weight.dim() == 2, "embedding", "weight must be (vocab, dim), got ", weight.describe());
   Shape shape = ids.shape();
   shape.push_back(weight.size(1));
-  return reshape(index_select(weight, 0, reshape(ids, {ids.numel()})), shape);
+  const Tensor rows = rethrow_as("embedding", "ids " + ids.describe() + " for weight " + weight.describe(),
+                                 [&] { return index_select(weight, 0, reshape(ids, {ids.numel()})); });
+  return reshape(rows, shape);
 }
 
 }  // namespace linea

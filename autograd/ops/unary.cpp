@@ -10,14 +10,17 @@ using namespace ops_detail;
 
 namespace {
 
-// y = kernel(x), with backward gy * derivative(x, y).
+// What a derivative is computed from. Only that tensor is saved: the other may then be changed
+// in place before backward without an error, and its memory is not held for backward.
+enum class From { Input, Output };
+
+// y = kernel(x), with backward gy * derivative(x or y, as `from` says).
 template <class Derivative>
-Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, Derivative derivative, UnaryArgs args = {}) {
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, From from, Derivative derivative, UnaryArgs args = {}) {
   check_floating(x, name);
   Tensor y = unary_kernel(op, x, args);
-  return record(name, {x}, y, [xs = SavedTensor(x), ys = SavedTensor(y), derivative](const Tensor& gy) -> Grads {
-    return {gy * derivative(xs.get(), ys.get())};
-  });
+  const SavedTensor saved(from == From::Input ? x : y);
+  return record(name, {x}, y, [saved, derivative](const Tensor& gy) -> Grads { return {gy * derivative(saved.get())}; });
 }
 
 }  // namespace
@@ -30,66 +33,66 @@ Tensor neg(const Tensor& x) {
 
 // forward was y = e^x: dy/dx = y.
 Tensor exp(const Tensor& x) {
-  return unary_op("exp", UnaryOp::Exp, x, [](const Tensor&, const Tensor& y) { return y; });
+  return unary_op("exp", UnaryOp::Exp, x, From::Output, [](const Tensor& y) { return y; });
 }
 // forward was y = log x: dy/dx = 1/x.
 Tensor log(const Tensor& x) {
-  return unary_op("log", UnaryOp::Log, x, [](const Tensor& x, const Tensor&) { return reciprocal(x); });
+  return unary_op("log", UnaryOp::Log, x, From::Input, [](const Tensor& x) { return reciprocal(x); });
 }
 // forward was y = sqrt x: dy/dx = 1 / (2y).
 Tensor sqrt(const Tensor& x) {
-  return unary_op("sqrt", UnaryOp::Sqrt, x, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
+  return unary_op("sqrt", UnaryOp::Sqrt, x, From::Output, [](const Tensor& y) { return 0.5 / y; });
 }
 // forward was y = x^(-1/2): dy/dx = -y^3 / 2.
 Tensor rsqrt(const Tensor& x) {
-  return unary_op("rsqrt", UnaryOp::Rsqrt, x, [](const Tensor&, const Tensor& y) { return -0.5 * y * y * y; });
+  return unary_op("rsqrt", UnaryOp::Rsqrt, x, From::Output, [](const Tensor& y) { return -0.5 * y * y * y; });
 }
 // forward was y = |x|: dy/dx = sign(x) (0 at the kink).
 Tensor abs(const Tensor& x) {
-  return unary_op("abs", UnaryOp::Abs, x, [](const Tensor& x, const Tensor&) { return sign(x); });
+  return unary_op("abs", UnaryOp::Abs, x, From::Input, [](const Tensor& x) { return sign(x); });
 }
 Tensor sin(const Tensor& x) {
-  return unary_op("sin", UnaryOp::Sin, x, [](const Tensor& x, const Tensor&) { return cos(x); });
+  return unary_op("sin", UnaryOp::Sin, x, From::Input, [](const Tensor& x) { return cos(x); });
 }
 Tensor cos(const Tensor& x) {
-  return unary_op("cos", UnaryOp::Cos, x, [](const Tensor& x, const Tensor&) { return neg(sin(x)); });
+  return unary_op("cos", UnaryOp::Cos, x, From::Input, [](const Tensor& x) { return neg(sin(x)); });
 }
 // forward was y = tanh x: dy/dx = 1 - y^2.
 Tensor tanh(const Tensor& x) {
-  return unary_op("tanh", UnaryOp::Tanh, x, [](const Tensor&, const Tensor& y) { return 1.0 - y * y; });
+  return unary_op("tanh", UnaryOp::Tanh, x, From::Output, [](const Tensor& y) { return 1.0 - y * y; });
 }
 // forward was y = sigmoid x: dy/dx = y (1 - y).
 Tensor sigmoid(const Tensor& x) {
-  return unary_op("sigmoid", UnaryOp::Sigmoid, x, [](const Tensor&, const Tensor& y) { return y * (1.0 - y); });
+  return unary_op("sigmoid", UnaryOp::Sigmoid, x, From::Output, [](const Tensor& y) { return y * (1.0 - y); });
 }
 // forward was y = log sigmoid x: dy/dx = 1 - sigmoid(x) = sigmoid(-x).
 Tensor logsigmoid(const Tensor& x) {
-  return unary_op("logsigmoid", UnaryOp::LogSigmoid, x, [](const Tensor& x, const Tensor&) { return sigmoid(neg(x)); });
+  return unary_op("logsigmoid", UnaryOp::LogSigmoid, x, From::Input, [](const Tensor& x) { return sigmoid(neg(x)); });
 }
 // forward was y = log(1 + e^x): dy/dx = sigmoid(x).
 Tensor softplus(const Tensor& x) {
-  return unary_op("softplus", UnaryOp::Softplus, x, [](const Tensor& x, const Tensor&) { return sigmoid(x); });
+  return unary_op("softplus", UnaryOp::Softplus, x, From::Input, [](const Tensor& x) { return sigmoid(x); });
 }
 // forward was y = max(x, 0): dy/dx = [x > 0].
 Tensor relu(const Tensor& x) {
-  return unary_op("relu", UnaryOp::Relu, x, [](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::Step, x); });
+  return unary_op("relu", UnaryOp::Relu, x, From::Input, [](const Tensor& x) { return unary_kernel(UnaryOp::Step, x); });
 }
 // forward was y = x (x > 0), alpha (e^x - 1) otherwise: dy/dx = 1 or alpha e^x.
 Tensor elu(const Tensor& x, double alpha) {
   return unary_op(
-      "elu", UnaryOp::Elu, x,
-      [alpha](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::EluGrad, x, {alpha, 0}); }, {alpha, 0});
+      "elu", UnaryOp::Elu, x, From::Input,
+      [alpha](const Tensor& x) { return unary_kernel(UnaryOp::EluGrad, x, {alpha, 0}); }, {alpha, 0});
 }
 Tensor gelu(const Tensor& x, GeluApprox approx) {
   if (approx == GeluApprox::Tanh)
-    return unary_op("gelu_tanh", UnaryOp::GeluTanh, x,
-                    [](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::GeluTanhGrad, x); });
-  return unary_op("gelu", UnaryOp::GeluErf, x,
-                  [](const Tensor& x, const Tensor&) { return unary_kernel(UnaryOp::GeluErfGrad, x); });
+    return unary_op("gelu_tanh", UnaryOp::GeluTanh, x, From::Input,
+                    [](const Tensor& x) { return unary_kernel(UnaryOp::GeluTanhGrad, x); });
+  return unary_op("gelu", UnaryOp::GeluErf, x, From::Input,
+                  [](const Tensor& x) { return unary_kernel(UnaryOp::GeluErfGrad, x); });
 }
 // forward was y = x sigmoid(x): dy/dx = s + x s (1 - s), s = sigmoid(x).
 Tensor silu(const Tensor& x) {
-  return unary_op("silu", UnaryOp::Silu, x, [](const Tensor& x, const Tensor&) {
+  return unary_op("silu", UnaryOp::Silu, x, From::Input, [](const Tensor& x) {
     const Tensor s = sigmoid(x);
     return s * (1.0 + x * (1.0 - s));
   });
@@ -97,8 +100,8 @@ Tensor silu(const Tensor& x) {
 // forward was y = x^p: dy/dx = p x^(p-1).
 Tensor pow(const Tensor& x, double exponent) {
   return unary_op(
-      "pow", UnaryOp::Pow, x,
-      [exponent](const Tensor& x, const Tensor&) { return exponent * pow(x, exponent - 1.0); }, {exponent, 0});
+      "pow", UnaryOp::Pow, x, From::Input,
+      [exponent](const Tensor& x) { return exponent * pow(x, exponent - 1.0); }, {exponent, 0});
 }
 // forward was y = min(max(x, lo), hi): dy/dx = [lo < x < hi].
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
@@ -106,27 +109,27 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   const double hi = max.value_or(std::numeric_limits<double>::infinity());
   LINEA_CHECK(!(lo > hi), "clamp", "min ", lo, " is above max ", hi);
   return unary_op(
-      "clamp", UnaryOp::Clamp, x,
-      [lo, hi](const Tensor& x, const Tensor&) {
+      "clamp", UnaryOp::Clamp, x, From::Input,
+      [lo, hi](const Tensor& x) {
         return to(logical_and(gt(x, scalar_like(lo, x)), lt(x, scalar_like(hi, x))), x.dtype());
       },
       {lo, hi});
 }
 // forward was y = x^2: dy/dx = 2x.
 Tensor square(const Tensor& x) {
-  return unary_op("square", UnaryOp::Square, x, [](const Tensor& x, const Tensor&) { return 2.0 * x; });
+  return unary_op("square", UnaryOp::Square, x, From::Input, [](const Tensor& x) { return 2.0 * x; });
 }
 // forward was y = 1/x: dy/dx = -y^2.
 Tensor reciprocal(const Tensor& x) {
-  return unary_op("reciprocal", UnaryOp::Reciprocal, x, [](const Tensor&, const Tensor& y) { return neg(y * y); });
+  return unary_op("reciprocal", UnaryOp::Reciprocal, x, From::Output, [](const Tensor& y) { return neg(y * y); });
 }
 // forward was y = log(1 + x): dy/dx = 1 / (1 + x).
 Tensor log1p(const Tensor& x) {
-  return unary_op("log1p", UnaryOp::Log1p, x, [](const Tensor& x, const Tensor&) { return reciprocal(1.0 + x); });
+  return unary_op("log1p", UnaryOp::Log1p, x, From::Input, [](const Tensor& x) { return reciprocal(1.0 + x); });
 }
 // forward was y = e^x - 1: dy/dx = y + 1.
 Tensor expm1(const Tensor& x) {
-  return unary_op("expm1", UnaryOp::Expm1, x, [](const Tensor&, const Tensor& y) { return y + 1.0; });
+  return unary_op("expm1", UnaryOp::Expm1, x, From::Output, [](const Tensor& y) { return y + 1.0; });
 }
 
 Tensor sign(const Tensor& x) {

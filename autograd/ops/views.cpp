@@ -34,9 +34,10 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   check_defined(x, "transpose");
+  const int64_t d0 = normalize_dim(dim0, x.dim(), "transpose"), d1 = normalize_dim(dim1, x.dim(), "transpose");
   std::vector<int64_t> dims(x.dim());
   std::iota(dims.begin(), dims.end(), 0);
-  std::swap(dims[normalize_dim(dim0, x.dim(), "transpose")], dims[normalize_dim(dim1, x.dim(), "transpose")]);
+  if (x.dim() > 0) std::swap(dims[d0], dims[d1]);  // a 0-dim tensor accepts dim 0 and is its own transpose
   return permute(x, dims);
 }
 
@@ -59,8 +60,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  check_defined(x, "narrow");
-  const int64_t d = normalize_dim(dim, x.dim(), "narrow");
+  const int64_t d = dim_along(x, dim, "narrow");
   const int64_t size = x.size(d);
   if (start < 0) start += size;
   LINEA_CHECK(start >= 0 && length >= 0 && start + length <= size, "narrow", "range [", start, ", ",
@@ -69,8 +69,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
-  check_defined(x, "select");
-  const int64_t d = normalize_dim(dim, x.dim(), "select");
+  const int64_t d = dim_along(x, dim, "select");
   const int64_t size = x.size(d);
   LINEA_CHECK(index >= -size && index < size, "select", "index ", index, " is out of range for dim ", d,
               " of ", x.describe());
@@ -142,7 +141,7 @@ Tensor detach(const Tensor& x) {
 Tensor to(const Tensor& x, Device device) {
   check_defined(x, "to");
   if (x.device() == device) return x;
-  Tensor y = copy_to(x, device);
+  Tensor y = rethrow_as("to", "cannot move " + x.describe() + " to " + device.str(), [&] { return copy_to(x, device); });
   return record("to_device", {x}, y, [from = x.device()](const Tensor& gy) -> Grads { return {to(gy, from)}; });
 }
 
@@ -198,8 +197,7 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
-  check_defined(x, "split");
-  const int64_t d = normalize_dim(dim, x.dim(), "split");
+  const int64_t d = dim_along(x, dim, "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     LINEA_CHECK(s >= 0, "split", "negative size ", s);
@@ -217,18 +215,16 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  check_defined(x, "split");
+  const int64_t size = x.size(dim_along(x, dim, "split"));
   LINEA_CHECK(split_size > 0, "split", "split_size must be positive, got ", split_size);
-  const int64_t size = x.size(dim);
   std::vector<int64_t> sizes;
   for (int64_t at = 0; at < size; at += split_size) sizes.push_back(std::min(split_size, size - at));
   return split(x, sizes, dim);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
-  check_defined(x, "chunk");
+  const int64_t size = x.size(dim_along(x, dim, "chunk"));
   LINEA_CHECK(chunks > 0, "chunk", "chunks must be positive, got ", chunks);
-  const int64_t size = x.size(dim);
   return split(x, std::max<int64_t>(1, (size + chunks - 1) / chunks), dim);
 }
 

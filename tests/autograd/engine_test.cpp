@@ -1,0 +1,320 @@
+// The backward engine: accumulation, graph lifetime, grad mode, the version counter, deep graphs,
+// grad() for chosen inputs, gradients through views, and the Graphviz export.
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/dot.h"
+#include "autograd/node.h"
+#include "tests/test_util.h"
+
+namespace linea {
+namespace {
+
+using testing::all_close;
+
+Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }
+
+// Elementwise f over the values of t, as a new float64 tensor of t's shape.
+template <class F>
+Tensor map_values(const Tensor& t, F f) {
+  std::vector<double> v = t.to_vector<double>();
+  for (double& x : v) x = f(x);
+  return from_vector(v, t.shape());
+}
+
+Tensor product(const Tensor& a, const Tensor& b) {
+  NoGradGuard no_grad;
+  return a * b;
+}
+
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(Engine, GradAccumulatesOverBackwardCalls) {
+  Tensor x = leaf({3});
+  const Tensor w = randn({3}, kFloat64);
+  backward(sum(x * w));
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_TRUE(all_close(x.grad(), w));
+  backward(sum(x * x));
+  EXPECT_TRUE(all_close(x.grad(), map_values(x, [](double v) { return 2 * v; }) + w));
+  // Clearing is explicit; the next backward starts from nothing.
+  x.set_grad(Tensor());
+  backward(sum(exp(x)));
+  EXPECT_TRUE(all_close(x.grad(), map_values(x, [](double v) { return std::exp(v); })));
+  // A scalar leaf is its own output: d s / d s = 1.
+  Tensor s = leaf({});
+  backward(s);
+  backward(s);
+  EXPECT_EQ(s.grad().item(), 2.0);
+}
+
+TEST(Engine, NonScalarOutputNeedsAnExplicitGradient) {
+  Tensor x = leaf({2, 3});
+  const Tensor y = exp(x);
+  EXPECT_LINEA_ERROR(backward(y), "backward", "non-scalar", "[2, 3]");
+  EXPECT_LINEA_ERROR(backward(y, randn({3, 2}, kFloat64)), "backward", "[3, 2]", "[2, 3]");
+  EXPECT_LINEA_ERROR(backward(y, randn({2, 3}, kFloat32)), "backward", "float32", "float64");
+  const Tensor g = randn({2, 3}, kFloat64);
+  backward(y, g);
+  EXPECT_TRUE(all_close(x.grad(), product(g, map_values(x, [](double v) { return std::exp(v); }))));
+}
+
+TEST(Engine, RetainGraphAllowsASecondBackward) {
+  Tensor x = leaf({4});
+  const Tensor y = sum(sin(x));
+  backward(y, Tensor(), /*retain_graph=*/true);
+  backward(y);
+  const Tensor cos_x = map_values(x, [](double v) { return std::cos(v); });
+  EXPECT_TRUE(all_close(x.grad(), product(cos_x, full({4}, 2.0, kFloat64))));
+  // The second backward freed the graph.
+  EXPECT_LINEA_ERROR(backward(y), "backward", "retain_graph");
+}
+
+TEST(Engine, NoGradGuardRecordsNothing) {
+  Tensor x = leaf({3});
+  EXPECT_TRUE(is_grad_enabled());
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE(is_grad_enabled());
+    const Tensor y = exp(x) * x + 1.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+    {
+      NoGradGuard nested;
+      EXPECT_FALSE(is_grad_enabled());
+    }
+    EXPECT_FALSE(is_grad_enabled()) << "leaving a nested guard must not re-enable grad mode";
+    EXPECT_LINEA_ERROR(backward(sum(y)), "backward", "does not require grad");
+  }
+  EXPECT_TRUE(is_grad_enabled());
+  EXPECT_TRUE((x * 2.0).requires_grad());
+}
+
+TEST(Engine, DetachCutsTheGraph) {
+  Tensor x = leaf({5});
+  const Tensor d = detach(x);
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+  EXPECT_EQ(d.storage(), x.storage());
+  // Only the attached factor passes a gradient: d(sum(d * x))/dx = d.
+  backward(sum(d * x));
+  EXPECT_TRUE(all_close(x.grad(), d));
+  const Tensor y = detach(exp(x));
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_EQ(y.grad_fn(), nullptr);
+}
+
+TEST(Engine, ModifyingASavedTensorInPlaceIsAnError) {
+  {  // exp saves its output
+    Tensor x = leaf({3});
+    Tensor y = exp(x);
+    const Tensor loss = sum(y);
+    {
+      NoGradGuard no_grad;
+      mul_(y, 2.0);
+    }
+    EXPECT_LINEA_ERROR(backward(loss), "backward", "modified in place");
+  }
+  {  // mul saves each operand for the other's gradient
+    Tensor a = leaf({2, 2});
+    Tensor c = randn({2, 2}, kFloat64);
+    const Tensor loss = sum(a * c);
+    add_(c, randn({2, 2}, kFloat64));  // c does not require grad: allowed with grad mode on
+    EXPECT_LINEA_ERROR(backward(loss), "backward", "modified in place", "float64[2, 2]");
+  }
+  {  // a write through a view bumps the shared counter too
+    Tensor a = leaf({4});
+    Tensor c = randn({4}, kFloat64);
+    const Tensor loss = sum(a * c);
+    Tensor part = slice(c, 0, 1, 3);
+    fill_(part, 0.5);
+    EXPECT_LINEA_ERROR(backward(loss), "modified in place");
+  }
+}
+
+TEST(Engine, ModifyingATensorBackwardDoesNotNeedIsAllowed) {
+  // add needs neither operand, and exp only its output: changing their inputs afterwards is fine.
+  Tensor a = leaf({3});
+  Tensor c = randn({3}, kFloat64);
+  const Tensor loss = sum(a + c) + sum(exp(a));
+  const Tensor exp_a = map_values(a, [](double v) { return std::exp(v); });
+  add_(c, randn({3}, kFloat64));
+  {
+    NoGradGuard no_grad;
+    mul_(a, 3.0);
+  }
+  backward(loss);
+  EXPECT_TRUE(all_close(a.grad(), exp_a + 1.0));
+}
+
+TEST(Engine, DeepChainDoesNotOverflowTheStack) {
+  constexpr int kOps = 100000;
+  constexpr double kFactor = 1.00001;
+  {
+    Tensor x = leaf({2});
+    Tensor y = x;
+    for (int i = 0; i < kOps; ++i) y = y * kFactor;
+    backward(sum(y));
+    const std::vector<double> g = x.grad().to_vector<double>();
+    for (double v : g) EXPECT_NEAR(v, std::pow(kFactor, kOps), 1e-8);
+  }  // the released graph is destroyed here
+  {
+    Tensor x = leaf({2});
+    Tensor y = x;
+    for (int i = 0; i < kOps; ++i) y = i % 2 ? exp(y) : neg(y);  // stays within [-1, 1]
+    EXPECT_FALSE(to_dot(y).empty());  // the export walks the whole chain iteratively too
+  }  // a graph that never ran backward, saved tensors and all, is destroyed here
+  SUCCEED();
+}
+
+TEST(Engine, GradReturnsGradientsWithoutTouchingDotGrad) {
+  Tensor x = leaf({3});
+  const Tensor w = randn({3}, kFloat64);
+  const Tensor h = exp(x);
+  const Tensor loss = sum(h * w);
+  const Tensor exp_x = map_values(x, [](double v) { return std::exp(v); });
+
+  const std::vector<Tensor> gh = grad(loss, {h}, Tensor(), /*retain_graph=*/true);
+  ASSERT_EQ(gh.size(), 1u);
+  EXPECT_TRUE(all_close(gh[0], w));
+  const std::vector<Tensor> gx = grad(loss, {x}, Tensor(), true);
+  EXPECT_TRUE(all_close(gx[0], product(w, exp_x)));
+  // An intermediate and a leaf behind it, together.
+  const std::vector<Tensor> both = grad(loss, {h, x}, Tensor(), true);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_TRUE(all_close(both[0], w));
+  EXPECT_TRUE(all_close(both[1], product(w, exp_x)));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(h.grad().defined());
+
+  Tensor unused = leaf({2});
+  EXPECT_LINEA_ERROR(grad(loss, {x, unused}, Tensor(), true), "grad", "allow_unused", "float64[2]");
+  const std::vector<Tensor> partial = grad(loss, {unused, x}, Tensor(), true, /*allow_unused=*/true);
+  EXPECT_FALSE(partial[0].defined());
+  EXPECT_TRUE(all_close(partial[1], product(w, exp_x)));
+  EXPECT_LINEA_ERROR(grad(loss, {w}), "grad", "require grad");
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(unused.grad().defined());
+}
+
+TEST(Engine, GradientsThroughViewsLandInPlace) {
+  {  // every second column, columns 1 and 3
+    Tensor x = leaf({3, 4});
+    const Tensor w = randn({3, 2}, kFloat64);
+    backward(sum(slice(x, 1, 1, 4, 2) * w));
+    const std::vector<double> g = x.grad().to_vector<double>(), wv = w.to_vector<double>();
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(g[i * 4 + j], j % 2 ? wv[i * 2 + j / 2] : 0.0) << i << "," << j;
+  }
+  {  // a broadcast row collects the sum over the rows it was copied to
+    Tensor r = leaf({1, 4});
+    const Tensor w = randn({3, 4}, kFloat64);
+    backward(sum(expand(r, {3, 4}) * w));
+    const std::vector<double> g = r.grad().to_vector<double>(), wv = w.to_vector<double>();
+    for (int64_t j = 0; j < 4; ++j) EXPECT_NEAR(g[j], wv[j] + wv[4 + j] + wv[8 + j], 1e-12);
+  }
+  {  // a permutation sends each gradient back to its source element
+    Tensor x = leaf({2, 3, 4});
+    const Tensor w = randn({4, 2, 3}, kFloat64);
+    backward(sum(permute(x, {2, 0, 1}) * w));
+    const std::vector<double> g = x.grad().to_vector<double>(), wv = w.to_vector<double>();
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 4; ++k) EXPECT_EQ(g[(i * 3 + j) * 4 + k], wv[(k * 2 + i) * 3 + j]);
+  }
+  {  // overlapping reads through two views add up
+    Tensor x = leaf({5});
+    backward(sum(narrow(x, 0, 0, 3)) + sum(narrow(x, 0, 2, 3)) * 2.0 + select(x, 0, -1));
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1, 3, 2, 3}));
+  }
+}
+
+TEST(Engine, RequiresGradOnlyOnLeaves) {
+  Tensor x = leaf({2});
+  Tensor y = x * 2.0;
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_LINEA_ERROR(y.requires_grad_(), "requires_grad_", "leaf");
+  Tensor z = detach(y);
+  z.requires_grad_();
+  EXPECT_TRUE(z.requires_grad());
+}
+
+TEST(Engine, InPlaceOnATensorRequiringGradNeedsNoGradMode) {
+  Tensor x = leaf({3});
+  const std::vector<double> before = x.to_vector<double>();
+  EXPECT_LINEA_ERROR(add_(x, randn({3}, kFloat64)), "add_", "requires grad", "float64[3]");
+  EXPECT_LINEA_ERROR(mul_(x, 2.0), "mul_", "requires grad");
+  EXPECT_LINEA_ERROR(fill_(x, 0.0), "fill_", "requires grad");
+  EXPECT_LINEA_ERROR(copy_(x, randn({3}, kFloat64)), "copy_", "requires grad");
+  EXPECT_EQ(x.to_vector<double>(), before) << "a refused in-place op must not write";
+  {
+    NoGradGuard no_grad;
+    mul_(x, 2.0);
+  }
+  const std::vector<double> after = x.to_vector<double>();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], 2 * before[i]);
+}
+
+TEST(Engine, DotExportNamesOpsAndLeaves) {
+  Tensor x = leaf({2, 3});
+  Tensor w = leaf({3, 4});
+  x.set_name("input");
+  w.set_name("weight");
+  const std::string dot = to_dot(sum(tanh(matmul(x, w))));
+  for (const char* part : {"digraph", "matmul", "tanh", "sum", "input", "weight", "[2, 3]", "[3, 4]"})
+    EXPECT_NE(dot.find(part), std::string::npos) << dot << " lacks " << part;
+  // Plausible Graphviz: one digraph block, balanced braces and quotes, statements end in ';'.
+  EXPECT_EQ(dot.rfind("digraph", 0), 0u) << dot;
+  EXPECT_EQ(dot.substr(dot.size() - 2), "}\n");
+  EXPECT_EQ(occurrences(dot, "{"), occurrences(dot, "}"));
+  EXPECT_EQ(occurrences(dot, "\"") % 2, 0u);
+  size_t statements = 0;
+  for (size_t begin = dot.find('\n') + 1, end; (end = dot.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    const std::string line = dot.substr(begin, end - begin);
+    if (line == "}") continue;
+    EXPECT_EQ(line.back(), ';') << line;
+    ++statements;
+  }
+  EXPECT_GT(statements, 5u);
+  EXPECT_EQ(occurrences(dot, "shape=box"), 3u);      // matmul, tanh, sum
+  EXPECT_EQ(occurrences(dot, "shape=ellipse"), 2u);  // x and w
+  EXPECT_NE(to_dot(randn({2})).find("no graph"), std::string::npos);
+}
+
+TEST(Engine, DiamondGraphsSumGradients) {
+  Tensor x = leaf({4});
+  const Tensor h = exp(x);
+  // Both factors depend on h: d/dx [h sin h] = (sin h + h cos h) h.
+  backward(sum(h * sin(h)));
+  const Tensor expected = map_values(x, [](double v) {
+    const double e = std::exp(v);
+    return (std::sin(e) + e * std::cos(e)) * e;
+  });
+  EXPECT_TRUE(all_close(x.grad(), expected, 1e-10, 1e-12));
+
+  Tensor z = leaf({3});
+  backward(sum(z * z + z));
+  EXPECT_TRUE(all_close(z.grad(), map_values(z, [](double v) { return 2 * v + 1; })));
+}
+
+TEST(Engine, ALeafUsedTwiceHasOneAccumulator) {
+  Tensor x = leaf({3});
+  x.set_name("x");
+  const Tensor y = x * x;
+  const auto& edges = y.grad_fn()->edges;
+  ASSERT_EQ(edges.size(), 2u);
+  EXPECT_EQ(edges[0].node, edges[1].node);
+  EXPECT_EQ(edges[0].node, autograd::gradient_edge(x));
+  const Tensor loss = sum(y * exp(x));
+  EXPECT_EQ(occurrences(to_dot(loss), "shape=ellipse"), 1u);
+  backward(loss);
+  // d/dx x^2 e^x = (2x + x^2) e^x, accumulated once into one .grad.
+  EXPECT_TRUE(all_close(x.grad(), map_values(x, [](double v) { return (2 * v + v * v) * std::exp(v); }), 1e-10));
+}
+
+}  // namespace
+}  // namespace linea
