@@ -23,9 +23,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   backend_for(a).where(broadcast_view(cond, shape, "where"), broadcast_view(a, shape, "where"),
                        broadcast_view(b, shape, "where"), y);
   if (!is_floating(a.dtype())) return y;
-  return record("where", {a, b}, y, [cs = SavedTensor(cond), a_shape = a.shape(), b_shape = b.shape()](const Tensor& gy) -> Grads {
+  // Only the operands that need a gradient get one: masked_fill's constant never does.
+  return record("where", {a, b}, y, [cs = SavedTensor(cond), a_shape = a.shape(), b_shape = b.shape(),
+                                     need_a = a.requires_grad(), need_b = b.requires_grad()](const Tensor& gy) -> Grads {
     const Tensor zero = scalar_like(0.0, gy);
-    return {sum_to(where(cs.get(), gy, zero), a_shape), sum_to(where(cs.get(), zero, gy), b_shape)};
+    return {need_a ? sum_to(where(cs.get(), gy, zero), a_shape) : Tensor(),
+            need_b ? sum_to(where(cs.get(), zero, gy), b_shape) : Tensor()};
   });
 }
 
