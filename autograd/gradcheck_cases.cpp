@@ -28,6 +28,11 @@ void add(Table& table, const std::string& name, Make make, Function f, Options o
   table.push_back(Case{name, name.substr(0, name.find('/')), std::move(make), std::move(f), options});
 }
 
+void add_single(Table& table, const std::string& name, const Shape& shape, Unary fn, Draw draw, Options options) {
+  add(table, name, inputs({shape}, draw ? draw : normal()),
+      [fn = std::move(fn)](const std::vector<Tensor>& x) { return fn(x[0]); }, options);
+}
+
 Draw normal(double scale) {
   return [scale](const Shape& shape, Generator& gen) { return randn(shape, kFloat64, &gen) * scale; };
 }

@@ -19,12 +19,16 @@ using Table = std::vector<Case>;
 using Make = std::function<std::vector<Tensor>(Generator& gen)>;
 using Unary = std::function<Tensor(const Tensor&)>;
 using Binary = std::function<Tensor(const Tensor&, const Tensor&)>;
+// Draws one float64 input of a given shape.
+using Draw = std::function<Tensor(const Shape& shape, Generator& gen)>;
 
 // Appends a row; its op is the part of the name before the first '/'.
 void add(Table& table, const std::string& name, Make make, Function f, Options options = {});
+// A row of one input of `shape`: f(x) = fn(x).
+void add_single(Table& table, const std::string& name, const Shape& shape, Unary fn, Draw draw = nullptr,
+                Options options = {});
 
-// ---- input draws: one float64 tensor of a given shape ----
-using Draw = std::function<Tensor(const Shape& shape, Generator& gen)>;
+// ---- input draws ----
 Draw normal(double scale = 1.0);
 Draw in_range(double low, double high);  // uniform
 // Normal values moved at least `margin` away from every point (kinks, clamp bounds, zero).
@@ -41,6 +45,7 @@ Make inputs(std::vector<Shape> shapes, Draw draw = normal());
 Make inputs(std::vector<Shape> shapes, std::vector<Draw> draws);
 
 // ---- constant (non-differentiable) operands that f captures ----
+// Int64 values of `shape` (1-D when no shape is given).
 Tensor index_tensor(std::vector<int64_t> values, Shape shape = {});
 // A fixed Bool pattern with both values present (deterministic in `seed`).
 Tensor bool_pattern(const Shape& shape, uint64_t seed);

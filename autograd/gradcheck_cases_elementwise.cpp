@@ -65,8 +65,10 @@ std::vector<BinaryOp> binary_ops() {
       {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, normal(), normal()},
       {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, normal(), away_from({0.0}, 0.5)},
       {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, positive(), normal()},
-      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, interleaved(true), interleaved(false)},
-      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, interleaved(true), interleaved(false)},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, interleaved(true),
+       interleaved(false)},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, interleaved(true),
+       interleaved(false)},
   };
 }
 
@@ -89,31 +91,33 @@ std::vector<BinaryLayout> binary_layouts() {
   };
 }
 
-// The operator forms, Tensor op Tensor and with a double on either side, so each overload's
-// scalar placement is checked.
+void add_binary_row(Table& table, const std::string& name, const BinaryOp& op, const Shape& a, const Shape& b,
+                    Unary view_a = identity, Unary view_b = identity) {
+  add(table, name, inputs({a, b}, {op.draw_a, op.draw_b}),
+      [fn = op.fn, view_a, view_b](const std::vector<Tensor>& x) { return fn(view_a(x[0]), view_b(x[1])); });
+}
+
+// The operator forms: Tensor op Tensor (broadcasting), and a double on either side, so each
+// overload's placement of the scalar is checked.
 void add_operator_cases(Table& table) {
-  struct Row {
-    std::string name;
-    Binary fn;
-    Draw draw_b;  // the divisor must stay away from zero
+  const std::vector<BinaryOp> tensor_ops = {
+      {"add/operator", [](const Tensor& a, const Tensor& b) { return a + b; }, normal(), normal()},
+      {"sub/operator", [](const Tensor& a, const Tensor& b) { return a - b; }, normal(), normal()},
+      {"mul/operator", [](const Tensor& a, const Tensor& b) { return a * b; }, normal(), normal()},
+      {"div/operator", [](const Tensor& a, const Tensor& b) { return a / b; }, normal(), away_from({0.0}, 0.5)},
   };
-  const std::vector<Row> rows = {
-      {"add/operator_tensor", [](const Tensor& a, const Tensor& b) { return a + b; }, normal()},
-      {"add/operator_scalar_rhs", [](const Tensor& a, const Tensor& b) { return a + 1.5 + b * 0.0; }, normal()},
-      {"add/operator_scalar_lhs", [](const Tensor& a, const Tensor& b) { return 1.5 + a; }, normal()},
-      {"sub/operator_tensor", [](const Tensor& a, const Tensor& b) { return a - b; }, normal()},
-      {"sub/operator_scalar_rhs", [](const Tensor& a, const Tensor&) { return a - 1.5; }, normal()},
-      {"sub/operator_scalar_lhs", [](const Tensor& a, const Tensor&) { return 1.5 - a; }, normal()},
-      {"mul/operator_tensor", [](const Tensor& a, const Tensor& b) { return a * b; }, normal()},
-      {"mul/operator_scalar_rhs", [](const Tensor& a, const Tensor&) { return a * -2.5; }, normal()},
-      {"mul/operator_scalar_lhs", [](const Tensor& a, const Tensor&) { return -2.5 * a; }, normal()},
-      {"div/operator_tensor", [](const Tensor& a, const Tensor& b) { return a / b; }, away_from({0.0}, 0.5)},
-      {"div/operator_scalar_rhs", [](const Tensor& a, const Tensor&) { return a / -2.5; }, normal()},
-      {"div/operator_scalar_lhs", [](const Tensor&, const Tensor& b) { return -2.5 / b; }, away_from({0.0}, 0.5)},
+  for (const BinaryOp& op : tensor_ops) add_binary_row(table, op.name, op, {3, 1, 4}, {5, 1});
+  const std::vector<UnaryOp> scalar_ops = {
+      {"add/operator_scalar_rhs", [](const Tensor& x) { return x + 1.5; }, normal()},
+      {"add/operator_scalar_lhs", [](const Tensor& x) { return 1.5 + x; }, normal()},
+      {"sub/operator_scalar_rhs", [](const Tensor& x) { return x - 1.5; }, normal()},
+      {"sub/operator_scalar_lhs", [](const Tensor& x) { return 1.5 - x; }, normal()},
+      {"mul/operator_scalar_rhs", [](const Tensor& x) { return x * -2.5; }, normal()},
+      {"mul/operator_scalar_lhs", [](const Tensor& x) { return -2.5 * x; }, normal()},
+      {"div/operator_scalar_rhs", [](const Tensor& x) { return x / -2.5; }, normal()},
+      {"div/operator_scalar_lhs", [](const Tensor& x) { return -2.5 / x; }, away_from({0.0}, 0.5)},
   };
-  for (const Row& r : rows)
-    add(table, r.name, inputs({{3, 4}, {3, 4}}, {normal(), r.draw_b}),
-        [fn = r.fn](const std::vector<Tensor>& x) { return fn(x[0], x[1]); });
+  for (const UnaryOp& op : scalar_ops) add_single(table, op.name, {3, 4}, op.fn, op.draw);
 }
 
 }  // namespace
@@ -122,18 +126,15 @@ void add_unary_cases(Table& table) {
   for (const UnaryOp& op : unary_ops())
     for (const Layout& layout : elementwise_layouts()) {
       const std::string sep = op.name.find('/') == std::string::npos ? "/" : "_";
-      add(table, op.name + sep + layout.name, inputs({layout.shape}, op.draw),
-          [fn = op.fn, view = layout.view](const std::vector<Tensor>& x) { return fn(view(x[0])); });
+      add_single(table, op.name + sep + layout.name, layout.shape,
+                 [fn = op.fn, view = layout.view](const Tensor& x) { return fn(view(x)); }, op.draw);
     }
 }
 
 void add_binary_cases(Table& table) {
   for (const BinaryOp& op : binary_ops())
     for (const BinaryLayout& layout : binary_layouts())
-      add(table, op.name + "/" + layout.name, inputs({layout.a, layout.b}, {op.draw_a, op.draw_b}),
-          [fn = op.fn, va = layout.view_a, vb = layout.view_b](const std::vector<Tensor>& x) {
-            return fn(va(x[0]), vb(x[1]));
-          });
+      add_binary_row(table, op.name + "/" + layout.name, op, layout.a, layout.b, layout.view_a, layout.view_b);
   add_operator_cases(table);
 }
 
@@ -154,12 +155,12 @@ void add_selection_cases(Table& table) {
       [cond_empty](const std::vector<Tensor>& x) { return where(cond_empty, x[0], x[1]); });
 
   const Tensor mask_row = bool_pattern({4}, 14);
-  add(table, "masked_fill/broadcast_mask", inputs({{3, 4}}),
-      [mask_row](const std::vector<Tensor>& x) { return masked_fill(x[0], mask_row, -1.5); });
-  add(table, "masked_fill/same_shape", inputs({{3, 4}}),
-      [cond_full](const std::vector<Tensor>& x) { return masked_fill(x[0], cond_full, 2.0); });
-  add(table, "masked_fill/transposed", inputs({{4, 3}}),
-      [cond_full](const std::vector<Tensor>& x) { return masked_fill(transpose(x[0], 0, 1), cond_full, 0.0); });
+  add_single(table, "masked_fill/broadcast_mask", {3, 4},
+             [mask_row](const Tensor& x) { return masked_fill(x, mask_row, -1.5); });
+  add_single(table, "masked_fill/same_shape", {3, 4},
+             [cond_full](const Tensor& x) { return masked_fill(x, cond_full, 2.0); });
+  add_single(table, "masked_fill/transposed", {4, 3},
+             [cond_full](const Tensor& x) { return masked_fill(transpose(x, 0, 1), cond_full, 0.0); });
 
   struct Triangle {
     std::string op;
@@ -183,8 +184,8 @@ void add_selection_cases(Table& table) {
   };
   for (const Triangle& tri : triangles)
     for (const TriangleLayout& l : layouts)
-      add(table, tri.op + "/" + l.name, inputs({l.shape}),
-          [fn = tri.fn, k = l.k, view = l.view](const std::vector<Tensor>& x) { return fn(view(x[0]), k); });
+      add_single(table, tri.op + "/" + l.name, l.shape,
+                 [fn = tri.fn, k = l.k, view = l.view](const Tensor& x) { return fn(view(x), k); });
 }
 
 }  // namespace linea::gradcheck::cases

@@ -39,17 +39,24 @@ Tensor gemm_readable(const Tensor& t) {
   return gemm_layout(t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)).ok ? t : contiguous_copy(t);
 }
 
-// True when a's batch dims and rows collapse into one dim of stride row_stride (so a batch of
-// (M, K) matrices is one (batch*M, K) matrix).
-bool rows_collapse(const Tensor& a) {
+// The stride between consecutive rows when a's batch dims and rows collapse into one dim (so a
+// batch of (M, K) matrices is one (batch*M, K) matrix), or 0 when they do not. Size-1 dims take
+// no steps, so their strides say nothing; the row stride comes from the innermost dim that has
+// more than one element (a batch dim when M = 1), and a broadcast (stride-0) dim never collapses.
+int64_t collapsed_row_stride(const Tensor& a) {
   const int64_t n = a.dim();
-  if (a.stride(n - 1) != 1) return false;
-  int64_t expected = a.stride(n - 2);
-  for (int64_t d = n - 2; d-- > 0;) {
-    expected *= a.size(d + 1);
-    if (a.size(d) != 1 && a.stride(d) != expected) return false;
+  if (a.stride(n - 1) != 1) return 0;
+  int64_t row_stride = -1, expected = 0;
+  for (int64_t d = n - 2; d >= 0; --d) {
+    if (a.size(d) == 1) continue;
+    if (row_stride < 0) {
+      row_stride = expected = a.stride(d);
+    } else if (a.stride(d) != expected) {
+      return 0;
+    }
+    expected *= a.size(d);
   }
-  return true;
+  return row_stride >= std::max<int64_t>(1, a.size(n - 1)) ? row_stride : 0;
 }
 
 }  // namespace
@@ -73,8 +80,9 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
     T* pc = out.data<T>();
     bool b_shared = true;
     for (int64_t d = 0; d < nd - 2; ++d) b_shared &= b.stride(d) == 0 || b.size(d) == 1;
-    if (batch > 1 && b_shared && la.trans == CblasNoTrans && rows_collapse(a)) {
-      gemm<T>(CblasNoTrans, lb.trans, batch * m, n, k, pa, la.ld, pb, lb.ld, pc, n);
+    const int64_t row_stride = batch > 1 && b_shared ? collapsed_row_stride(a) : 0;
+    if (row_stride > 0) {
+      gemm<T>(CblasNoTrans, lb.trans, batch * m, n, k, pa, row_stride, pb, lb.ld, pc, n);
       return;
     }
     for (int64_t i = 0; i < batch; ++i) {
