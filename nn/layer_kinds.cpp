@@ -2,8 +2,11 @@
 // per-letter options (ModelConfig::layers) it reads. Adding a layer type is one row here.
 #include "nn/attention/softmax_attention.h"
 #include "nn/layer_options.h"
+#include "nn/linear/deltanet.h"
 #include "nn/linear/linear_attention.h"
 #include "nn/model.h"
+#include "nn/pooling/wqkv.h"
+#include "nn/recurrent/griffin.h"
 
 namespace linea::nn {
 
@@ -62,6 +65,48 @@ std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> li
   };
 }
 
+std::shared_ptr<SequenceMixer> make_deltanet(const ModelConfig& config, Generator& gen) {
+  LayerOptions o(config.options_for('D'), 'D');
+  linear::DeltaNetConfig c;
+  c.d_model = config.d_model;
+  c.heads = o.get<int64_t>("heads", config.heads);
+  c.head_dim = o.get<int64_t>("head_dim", config.head_dim);
+  c.feature_map = linear::parse_delta_feature_map(
+      o.get<std::string>("feature_map", linear::delta_feature_map_name(c.feature_map)));
+  c.output_norm = o.get<bool>("output_norm", c.output_norm);
+  c.chunk_size = o.get<int64_t>("chunk_size", c.chunk_size);
+  o.finish();
+  return std::make_shared<linear::DeltaNet>(c, gen);
+}
+
+std::shared_ptr<SequenceMixer> make_griffin(const ModelConfig& config, Generator& gen) {
+  LayerOptions o(config.options_for('U'), 'U');
+  GriffinConfig c;
+  c.d_model = config.d_model;
+  c.conv_width = o.get<int64_t>("conv_width", c.conv_width);
+  c.lru.width = o.get<int64_t>("width", 0);
+  c.lru.heads = o.get<int64_t>("heads", config.heads);
+  c.lru.a_min = o.get<double>("a_min", c.lru.a_min);
+  c.lru.a_max = o.get<double>("a_max", c.lru.a_max);
+  c.lru.scan.chunk_size = o.get<int64_t>("chunk_size", c.lru.scan.chunk_size);
+  o.finish();
+  return std::make_shared<GriffinBlock>(c, gen);
+}
+
+// One head by default, as in the seed, whatever the model's head count.
+std::shared_ptr<SequenceMixer> make_wqkv(const ModelConfig& config, Generator& gen) {
+  LayerOptions o(config.options_for('W'), 'W');
+  WqkvConfig c;
+  c.d_model = config.d_model;
+  c.heads = o.get<int64_t>("heads", c.heads);
+  c.head_dim = o.get<int64_t>("head_dim", c.head_dim);
+  c.slots = o.get<int64_t>("slots", c.slots);
+  c.scale = parse_wqkv_scale(o.get<std::string>("scale", wqkv_scale_name(c.scale)));
+  c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
+  o.finish();
+  return std::make_shared<WqkvPooling>(c, gen);
+}
+
 }  // namespace
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -74,6 +119,9 @@ const std::vector<LayerKind>& layer_kinds() {
       {'F', "fast-decay", "linear attention with Fast Decay's outer-product gate", linear_maker('F', P::FastDecay)},
       {'G', "gla", "gated linear attention (key-dimension gate)", linear_maker('G', P::Gla)},
       {'R', "regla", "ReGLA: normalized exp map, variance scale, refined gate (value dim)", linear_maker('R', P::Regla)},
+      {'D', "deltanet", "DeltaNet: delta-rule state update, L2-normalized keys (Schlag et al. 2021)", make_deltanet},
+      {'U', "griffin", "Griffin recurrent block: conv and RG-LRU times a GeLU branch (De et al. 2024)", make_griffin},
+      {'W', "wqkv", "WQKV attention pooling: each token attends to softmax-pooled memory slots", make_wqkv},
   };
   return kinds;
 }

@@ -98,20 +98,19 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
 }
 
 void Module::swap_parameters(std::vector<Tensor>& tensors) {
-  std::vector<Tensor*> slots;
-  visit_slots("", true, [&](const std::string& name, const Slot& s) {
-    const size_t i = slots.size();
-    LINEA_CHECK(i < tensors.size(), "swap_parameters", "got ", tensors.size(), " tensors for more parameters");
-    const Tensor& t = tensors[i];
-    LINEA_CHECK(t.defined() && t.shape() == s.tensor->shape() && t.dtype() == s.tensor->dtype() &&
-                    t.device() == s.tensor->device(),
-                "swap_parameters", "parameter '", name, "' is ", s.tensor->describe(), " but got ",
-                t.defined() ? t.describe() : std::string("an undefined tensor"));
-    slots.push_back(s.tensor);
-  });
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  visit_slots("", true, [&](const std::string& name, const Slot& s) { slots.emplace_back(name, s.tensor); });
   LINEA_CHECK(slots.size() == tensors.size(), "swap_parameters", "got ", tensors.size(), " tensors for ", slots.size(),
               " parameters");
-  for (size_t i = 0; i < slots.size(); ++i) std::swap(*slots[i], tensors[i]);
+  // Every tensor is checked before any is swapped, so a refused swap changes nothing.
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Tensor& mine = *slots[i].second;
+    const Tensor& t = tensors[i];
+    LINEA_CHECK(t.defined() && t.shape() == mine.shape() && t.dtype() == mine.dtype() && t.device() == mine.device(),
+                "swap_parameters", "parameter '", slots[i].first, "' is ", mine.describe(), " but got ",
+                t.defined() ? t.describe() : std::string("an undefined tensor"));
+  }
+  for (size_t i = 0; i < slots.size(); ++i) std::swap(*slots[i].second, tensors[i]);
 }
 
 void Module::to(Device device) {

@@ -107,6 +107,30 @@ class Backend {
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                  const Tensor& dy, const Tensor& dx, const Tensor& dweight) const = 0;
 
+  // Causal softmax attention in the FlashAttention manner (no T x T matrix in memory).
+  // q (B, H, Tq, dh); k, v (B, KV, Tk, dh) with KV dividing H (query head h reads K/V head
+  // h / (H / KV)); query row i sits at position Tk - Tq + i, so it sees key positions
+  // s <= Tk - Tq + i, and with window > 0 only s > Tk - Tq + i - window. out (B, H, Tq, dh);
+  // lse (B, H, Tq) receives each row's logsumexp of the scaled scores, saved for backward.
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t window,
+                         const Tensor& out, const Tensor& lse) const = 0;
+  // The gradients of attention given dout; dq, dk, dv have q's, k's, v's shapes.
+  virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& lse, const Tensor& dout, double scale, int64_t window,
+                                  const Tensor& dq, const Tensor& dk, const Tensor& dv) const = 0;
+
+  // One AdamW step over many parameters at once (few launches on a GPU), in place:
+  //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+  //   p -= lr * (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd_i * p)
+  // with wd_i = weight_decay for the parameters whose decay flag is set, 0 for the others.
+  struct AdamWHyper {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step;  // t, from 1
+  };
+  virtual void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                          const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                          const std::vector<bool>& decay, const AdamWHyper& hyper) const = 0;
+
   // Counter-based random numbers (Philox 4x32-10, tensor/philox.h): element i of out gets the
   // number at counter offset + i of the stream `seed`, so CPU and CUDA draw the same values.
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low,

@@ -39,6 +39,14 @@ class CpuBackend final : public Backend {
                 const Tensor& rstd) const override;
   void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                          const Tensor& dy, const Tensor& dx, const Tensor& dweight) const override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t window,
+                 const Tensor& out, const Tensor& lse) const override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          const Tensor& lse, const Tensor& dout, double scale, int64_t window,
+                          const Tensor& dq, const Tensor& dk, const Tensor& dv) const override;
+  void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                  const std::vector<bool>& decay, const AdamWHyper& hyper) const override;
   void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) const override;
   void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double stddev) const override;
 };

@@ -1,0 +1,38 @@
+#include "nn/layers/linear.h"
+
+#include <cmath>
+
+#include "nn/init.h"
+#include "nn/layers/check.h"
+
+namespace linea::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, LinearOptions options) {
+  check_positive(in_features, "in_features", "Linear");
+  check_positive(out_features, "out_features", "Linear");
+  weight = empty({out_features, in_features});
+  if (options.bias) bias = zeros({out_features});
+  switch (options.init) {
+    case LinearInit::Uniform: {
+      // kaiming_uniform(a = sqrt(5)) in PyTorch's terms, which is this bound.
+      const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+      init::uniform_(weight, -bound, bound, gen);
+      if (options.bias) init::uniform_(bias, -bound, bound, gen);
+      break;
+    }
+    case LinearInit::XavierUniform: init::xavier_uniform_(weight, gen); break;
+    case LinearInit::LeCunNormal: init::lecun_normal_(weight, gen); break;
+    case LinearInit::Normal: init::normal_(weight, 0.0, options.std, gen); break;
+  }
+  register_parameter("weight", &weight);
+  if (options.bias) register_parameter("bias", &bias, /*weight_decay=*/false);
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  check_last_dim(x, in_features(), "Linear");
+  // matmul folds the leading dims into the rows of one GEMM against the shared W^T.
+  const Tensor y = matmul(x, t(weight));
+  return bias.defined() ? y + bias : y;
+}
+
+}  // namespace linea::nn

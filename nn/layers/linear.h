@@ -1,0 +1,41 @@
+#pragma once
+// Linear: y = x W^T + b.
+//   x (..., in) -> y (..., out);  W (out, in), b (out).
+// W is stored (out, in) as in PyTorch, so checkpoints map one to one and a row of W is one
+// output's weights; the product reads W^T as a transposed view (no copy).
+#include "nn/module.h"
+
+namespace linea::nn {
+
+// How W (and b) start. The default is PyTorch's, so a linea model and a PyTorch model built
+// the same way start from the same distribution.
+enum class LinearInit {
+  Uniform,        // PyTorch's default: W, b ~ U(-1/sqrt(in), 1/sqrt(in)); scale-aware at any width
+  XavierUniform,  // Glorot: W ~ U(+-sqrt(6 / (in + out))), b = 0
+  LeCunNormal,    // W ~ N(0, 1 / in), b = 0
+  Normal,         // W ~ N(0, std^2), b = 0: GPT-2 / Pythia style, std 0.02
+};
+
+struct LinearOptions {
+  bool bias = true;
+  LinearInit init = LinearInit::Uniform;
+  double std = 0.02;  // for LinearInit::Normal only
+};
+
+class Linear : public Module {
+ public:
+  // Linear(512, 2048, gen) or Linear(512, 512, gen, {.bias = false, .init = LinearInit::Normal}).
+  Linear(int64_t in_features, int64_t out_features, Generator& gen, LinearOptions options = {});
+
+  Tensor forward(const Tensor& x) const;
+
+  int64_t in_features() const { return weight.size(1); }
+  int64_t out_features() const { return weight.size(0); }
+  bool has_bias() const { return bias.defined(); }
+
+  // Registered by pointer ("weight", "bias"): assigning a tensor here replaces the parameter.
+  Tensor weight;  // (out, in), weight decay
+  Tensor bias;    // (out), no weight decay; undefined without bias
+};
+
+}  // namespace linea::nn

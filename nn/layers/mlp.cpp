@@ -1,0 +1,45 @@
+#include "nn/layers/mlp.h"
+
+#include "nn/layers/check.h"
+
+namespace linea::nn {
+
+Tensor activate(const Tensor& x, Activation activation) {
+  switch (activation) {
+    case Activation::Gelu: return gelu(x);
+    case Activation::GeluTanh: return gelu(x, GeluApprox::Tanh);
+    case Activation::Relu: return relu(x);
+    case Activation::Silu: return silu(x);
+  }
+  fail("activate", "unknown activation");
+}
+
+namespace {
+
+std::shared_ptr<Linear> make_linear(int64_t in, int64_t out, Generator& gen, const MLPOptions& options) {
+  return std::make_shared<Linear>(in, out, gen, LinearOptions{.bias = options.bias, .init = options.init});
+}
+
+}  // namespace
+
+MLP::MLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options) : activation_(options.activation) {
+  check_positive(hidden, "hidden", "MLP");
+  fc1 = register_module("fc1", make_linear(dim, hidden, gen, options));
+  fc2 = register_module("fc2", make_linear(hidden, dim, gen, options));
+}
+
+Tensor MLP::forward(const Tensor& x) const { return fc2->forward(activate(fc1->forward(x), activation_)); }
+
+GatedMLP::GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options)
+    : activation_(options.activation) {
+  check_positive(hidden, "hidden", "GatedMLP");
+  gate = register_module("gate", make_linear(dim, hidden, gen, options));
+  up = register_module("up", make_linear(dim, hidden, gen, options));
+  down = register_module("down", make_linear(hidden, dim, gen, options));
+}
+
+Tensor GatedMLP::forward(const Tensor& x) const {
+  return down->forward(activate(gate->forward(x), activation_) * up->forward(x));
+}
+
+}  // namespace linea::nn

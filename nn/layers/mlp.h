@@ -1,0 +1,56 @@
+#pragma once
+// The feed-forward blocks of a transformer or Griffin layer.
+//
+//   MLP        y = fc2(act(fc1(x)))                      x (..., D) -> (..., hidden) -> (..., D)
+//   GatedMLP   y = down(act(gate(x)) * up(x))            x (..., D) -> 2 x (..., hidden) -> (..., D)
+//
+// GatedMLP with Activation::Gelu is GeGLU, with Activation::Silu SwiGLU (Shazeer 2020). Griffin's
+// MLP (notes/attention.md section 6) is GeGLU with hidden = 3 D: two branches of width 3D, GeLU
+// on one, their product, a linear map back to D; RecurrentGemma uses the tanh approximation of
+// GeLU (Activation::GeluTanh).
+#include <memory>
+
+#include "nn/layers/linear.h"
+
+namespace linea::nn {
+
+enum class Activation {
+  Gelu,      // exact, with erf
+  GeluTanh,  // the tanh approximation
+  Relu,
+  Silu,  // x * sigmoid(x), "swish"
+};
+Tensor activate(const Tensor& x, Activation activation);
+
+struct MLPOptions {
+  Activation activation = Activation::Gelu;
+  bool bias = true;
+  LinearInit init = LinearInit::Uniform;
+};
+
+class MLP : public Module {
+ public:
+  MLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
+  Tensor forward(const Tensor& x) const;
+
+  std::shared_ptr<Linear> fc1;  // D -> hidden
+  std::shared_ptr<Linear> fc2;  // hidden -> D
+
+ private:
+  Activation activation_;
+};
+
+class GatedMLP : public Module {
+ public:
+  GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
+  Tensor forward(const Tensor& x) const;
+
+  std::shared_ptr<Linear> gate;  // D -> hidden, through the activation
+  std::shared_ptr<Linear> up;    // D -> hidden, linear
+  std::shared_ptr<Linear> down;  // hidden -> D
+
+ private:
+  Activation activation_;
+};
+
+}  // namespace linea::nn

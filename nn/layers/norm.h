@@ -1,0 +1,82 @@
+#pragma once
+// Normalization layers over the last dim, on the fused kernels of autograd/ops/norm.cpp.
+// Their weights and biases take no weight decay (decaying a gain toward zero would shrink the
+// layer's output, not regularize it).
+//
+//   LayerNorm  y = (x - mean(x)) / sqrt(var(x) + eps) * w + b      x (..., D); w, b (D)
+//   RMSNorm    y = x / sqrt(mean(x^2) + eps) * w                    x (..., D); w (D)
+//   HeadNorm   either one applied to each head separately           x (..., H, dh)
+//
+// RMSNorm's gain starts at 1 and multiplies directly (Griffin writes it as (1 + w) with w = 0:
+// the same function, another parametrization).
+#include "nn/module.h"
+
+namespace linea::nn {
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) const;  // (..., dim) -> (..., dim)
+
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+
+  Tensor weight;  // (dim), ones; undefined when not affine
+  Tensor bias;    // (dim), zeros; undefined when not affine
+
+ private:
+  int64_t dim_;
+  double eps_;
+};
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, bool with_weight = true);
+  Tensor forward(const Tensor& x) const;  // (..., dim) -> (..., dim)
+
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+
+  Tensor weight;  // (dim), ones; undefined without weight
+
+ private:
+  int64_t dim_;
+  double eps_;
+};
+
+// The per-head ("group") norm on attention outputs before heads are merged: the "stable
+// normalization" of linear attention (notes/attention.md, sections 2 and 4). Each head's dh
+// values are normalized on their own, so one head's scale cannot swamp another's.
+//
+// Input (..., H, dh): heads in the second-to-last dim, so the training layout (B, T, H, dh) and
+// the decoding layout (B, H, dh) use one module; a (B, H, T, dh) tensor is transposed first.
+enum class NormKind { RMS, Layer };
+enum class HeadNormWeight {
+  Shared,      // w (and b) of size dh, shared by the heads: GLA's and ReGLA's output norm
+  PerChannel,  // w (and b) of size H*dh, one per channel: RetNet's GroupNorm(H, H*dh)
+  None,
+};
+
+struct HeadNormOptions {
+  NormKind kind = NormKind::RMS;
+  HeadNormWeight weight = HeadNormWeight::Shared;
+  double eps = 1e-6;
+};
+
+class HeadNorm : public Module {
+ public:
+  HeadNorm(int64_t num_heads, int64_t head_dim, HeadNormOptions options = {});
+  Tensor forward(const Tensor& x) const;  // (..., H, dh) -> (..., H, dh)
+
+  int64_t num_heads() const { return num_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  Tensor weight;  // ones, (dh) or (H*dh); undefined with HeadNormWeight::None
+  Tensor bias;    // zeros, like weight; only for NormKind::Layer
+
+ private:
+  int64_t num_heads_, head_dim_;
+  HeadNormOptions options_;
+};
+
+}  // namespace linea::nn

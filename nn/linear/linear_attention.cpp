@@ -1,0 +1,246 @@
+#include "nn/linear/linear_attention.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "nn/linear/names.h"
+#include "tensor/error.h"
+
+namespace linea::nn::linear {
+
+namespace {
+
+// a + b where either may be undefined (absent decays add nothing).
+Tensor add_defined(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return a + b;
+}
+
+Tensor mul_defined(const Tensor& x, const Tensor& factor) { return factor.defined() ? x * factor : x; }
+
+void check_sizes(const LinearAttentionConfig& c) {
+  const char* layer = "LinearAttention";
+  LINEA_CHECK(c.d_model > 0 && c.heads > 0 && c.head_dim > 0, layer,
+              "d_model, heads and head_dim must be positive, got ", c.d_model, ", ", c.heads, ", ", c.head_dim);
+  LINEA_CHECK(c.key_dim >= 0, layer, "key_dim must be >= 0 (0: head_dim), got ", c.key_dim);
+  LINEA_CHECK(c.sum_norm_eps >= 0 && c.output_norm_eps >= 0, layer, "eps values must be non-negative");
+}
+
+// c_t shares S_t's decays; a per-channel value decay has no entry for the extra ones column
+// (what would decay c?), so sum normalization only goes with scalar or key-dim decays.
+void check_sum_normalization(const LinearAttentionConfig& c, const Gate* gate) {
+  LINEA_CHECK(!(c.sum_normalization && gate != nullptr && gate->decays_value_channels()), "LinearAttention",
+              "sum normalization needs a gate without a per-channel value-dim decay, but gate '",
+              gate_name(c.gate.kind), "' decays the value dim (",
+              c.gate.kind == GateKind::ReGLA ? "use regla_dim = key, or " : "", "turn sum normalization off)");
+}
+
+}  // namespace
+
+double query_scale_value(QueryScale scale, int64_t feature_dim) {
+  const double m = static_cast<double>(feature_dim), e = std::exp(1.0);
+  switch (scale) {
+    case QueryScale::InvSqrtDim: return 1.0 / std::sqrt(m);
+    // Var sum_i e^{x_i} e^{y_i} = m e^2 (e^2 - 1) for x, y ~ N(0, I): divide by its square root.
+    case QueryScale::ReGLAVariance: return 1.0 / (e * std::sqrt(m * (e * e - 1.0)));
+    case QueryScale::None: return 1.0;
+  }
+  fail("LinearAttention", "unknown query scale");
+}
+
+LinearAttention::LinearAttention(const LinearAttentionConfig& config, Generator& gen)
+    : config_(config), key_dim_(config.key_dim > 0 ? config.key_dim : config.head_dim) {
+  check_sizes(config);
+  const int64_t D = config.d_model, H = config.heads, dv = config.head_dim;
+  // Xavier-uniform projections (GLA's choice, up to its gain): the papers leave it open.
+  const LinearOptions proj{.bias = config.projection_bias, .init = LinearInit::XavierUniform};
+  q_proj_ = register_module("q_proj", std::make_shared<Linear>(D, H * key_dim_, gen, proj));
+  k_proj_ = register_module("k_proj", std::make_shared<Linear>(D, H * key_dim_, gen, proj));
+  v_proj_ = register_module("v_proj", std::make_shared<Linear>(D, H * dv, gen, proj));
+  feature_map_ = register_module("feature_map", make_feature_map(config.feature_map, H, key_dim_, gen));
+  gate_ = make_gate(config.gate, D, H, feature_map_->feature_dim(), dv, gen);
+  if (gate_) register_module("gate", gate_);
+  check_sum_normalization(config, gate_.get());
+  if (config.output_norm != OutputNorm::None) {
+    const HeadNormOptions norm{.kind = config.output_norm == OutputNorm::RMS ? NormKind::RMS : NormKind::Layer,
+                               .weight = HeadNormWeight::Shared,
+                               .eps = config.output_norm_eps};
+    norm_ = register_module("norm", std::make_shared<HeadNorm>(H, dv, norm));
+  }
+  out_proj_ = register_module("out_proj", std::make_shared<Linear>(H * dv, D, gen, proj));
+  scale_ = query_scale_value(config.scale, feature_map_->feature_dim());
+}
+
+Tensor LinearAttention::heads_first(const Tensor& y, int64_t width) const {
+  return permute(reshape(y, {y.size(0), y.size(1), config_.heads, width}), {0, 2, 1, 3});
+}
+
+LinearAttention::ScanInputs LinearAttention::prepare(const Tensor& x, const Tensor& previous_key_max,
+                                                     KeyMaxMode mode) {
+  const Tensor q = heads_first(q_proj_->forward(x), key_dim_);  // (B, H, T, d)
+  const Tensor k = heads_first(k_proj_->forward(x), key_dim_);
+  Tensor v = heads_first(v_proj_->forward(x), config_.head_dim);  // (B, H, T, dv)
+
+  ScanInputs in;
+  in.q = feature_map_->forward(q, Role::Query) * scale_;  // (B, H, T, m)
+  in.k = feature_map_->forward(k, Role::Key);
+  Tensor key_decay;  // the running max's scalar log decay lambda, (B, H, T, 1)
+  if (const Tensor mu = feature_map_->key_log_shift(k); mu.defined()) {
+    const KeyNormalization norm = normalize_keys(mu, mode, previous_key_max);
+    in.k = in.k * norm.key_scale;
+    key_decay = norm.log_decay;
+    in.last_key_max = norm.last_max;
+  }
+  const GateOutput g = gate_ ? gate_->forward(x) : GateOutput{};
+  in.k = mul_defined(in.k, g.key_scale);
+  // lambda is a scalar, so it may join either side; the scan folds a scalar key decay into a
+  // per-channel value decay when that is the only other one.
+  in.gk = add_defined(g.gk, key_decay);
+  in.gv = g.gv;
+  if (config_.sum_normalization) {
+    // c rides the scan as S's extra row: a value column of ones accumulates phi(k) under the same
+    // decays, and that row of o is c^T phi(q).
+    Shape ones_shape = v.shape();
+    ones_shape.back() = 1;
+    v = cat({v, ones(ones_shape, {v.dtype(), v.device()})}, -1);
+  }
+  in.v = v;
+  return in;
+}
+
+Tensor LinearAttention::finish(const Tensor& o_in) {
+  Tensor o = o_in;  // (B, T, H, dv (+1))
+  if (config_.sum_normalization) {
+    const int64_t dv = config_.head_dim;
+    o = narrow(o, -1, 0, dv) / (narrow(o, -1, dv, 1) + config_.sum_norm_eps);
+  }
+  if (norm_) o = norm_->forward(o);
+  return out_proj_->forward(reshape(o, {o.size(0), o.size(1), config_.heads * config_.head_dim}));
+}
+
+Tensor LinearAttention::forward(const Tensor& x) {
+  check_sequence_input(x, config_.d_model, "LinearAttention");
+  const ScanInputs in = prepare(x, Tensor(), config_.key_max);
+  const Tensor o = chunked_scan(in.q, in.k, in.v, in.gk, in.gv, Tensor(), nullptr, config_.scan);  // (B, H, T, .)
+  return finish(transpose(o, 1, 2));
+}
+
+std::unique_ptr<DecodeState> LinearAttention::init_state(int64_t batch) const {
+  auto s = std::make_unique<LinearAttentionState>();
+  const Tensor& w = q_proj_->weight;
+  s->state = zeros({batch, config_.heads, state_value_dim(), feature_dim()}, {w.dtype(), w.device()});
+  return s;
+}
+
+Tensor LinearAttention::step(const Tensor& x, DecodeState& state_in) {
+  check_step_input(x, config_.d_model, "LinearAttention");
+  auto* s = dynamic_cast<LinearAttentionState*>(&state_in);
+  LINEA_CHECK(s != nullptr, "LinearAttention", "step needs the state made by this layer's init_state");
+  LINEA_CHECK(s->state.defined() && s->state.size(0) == x.size(0), "LinearAttention", "the state is for batch ",
+              s->state.defined() ? s->state.size(0) : 0, " but the input is ", x.describe());
+  const ScanInputs in = prepare(unsqueeze(x, 1), s->key_max, KeyMaxMode::Prefix);
+  auto now = [](const Tensor& t) { return t.defined() ? select(t, 2, 0) : t; };  // (B, H, 1, .) -> (B, H, .)
+  const Tensor o = scan_step(now(in.q), now(in.k), now(in.v), now(in.gk), now(in.gv), s->state);  // (B, H, .)
+  s->key_max = in.last_key_max;
+  ++s->position;
+  return select(finish(unsqueeze(o, 1)), 1, 0);
+}
+
+// ---- presets -------------------------------------------------------------------------------------
+
+namespace {
+const names::Table<LinearAttentionPreset> kPresetNames[] = {
+    {LinearAttentionPreset::LaRelu, "la-relu"}, {LinearAttentionPreset::LaElu, "la-elu"},
+    {LinearAttentionPreset::Hedgehog, "hedgehog"}, {LinearAttentionPreset::Rfa, "rfa"},
+    {LinearAttentionPreset::FastDecay, "fast-decay"}, {LinearAttentionPreset::Gla, "gla"},
+    {LinearAttentionPreset::Regla, "regla"},
+};
+}  // namespace
+
+LinearAttentionConfig linear_attention_preset(LinearAttentionPreset preset, int64_t d_model, int64_t heads,
+                                              int64_t head_dim) {
+  LinearAttentionConfig c;
+  c.d_model = d_model;
+  c.heads = heads;
+  c.head_dim = head_dim;
+  c.output_norm = OutputNorm::RMS;
+  auto sum_normalized = [&](FeatureMapKind map) {
+    c.feature_map.kind = map;
+    c.sum_normalization = true;
+    c.scale = QueryScale::None;
+  };
+  switch (preset) {
+    case LinearAttentionPreset::LaRelu: sum_normalized(FeatureMapKind::Relu); break;
+    case LinearAttentionPreset::LaElu: sum_normalized(FeatureMapKind::EluPlusOne); break;
+    case LinearAttentionPreset::Hedgehog: sum_normalized(FeatureMapKind::Hedgehog); break;
+    case LinearAttentionPreset::Rfa:
+      sum_normalized(FeatureMapKind::RandomFourier);
+      c.gate.kind = GateKind::Scalar;
+      break;
+    case LinearAttentionPreset::FastDecay:
+      c.feature_map.kind = FeatureMapKind::Identity;
+      c.gate.kind = GateKind::FastDecay;
+      c.scale = QueryScale::InvSqrtDim;
+      break;
+    case LinearAttentionPreset::Gla:
+      c.feature_map.kind = FeatureMapKind::Identity;
+      c.gate.kind = GateKind::GLA;
+      c.gate.gla_low_rank = 16;
+      c.scale = QueryScale::InvSqrtDim;
+      break;
+    case LinearAttentionPreset::Regla:
+      c.feature_map.kind = FeatureMapKind::NormalizedExp;
+      c.gate.kind = GateKind::ReGLA;
+      c.gate.regla_dim = DecayDim::Value;
+      c.scale = QueryScale::ReGLAVariance;
+      c.key_max = KeyMaxMode::Prefix;
+      break;
+  }
+  return c;
+}
+
+std::vector<LinearAttentionPreset> all_linear_attention_presets() {
+  std::vector<LinearAttentionPreset> out;
+  for (const auto& [p, name] : kPresetNames) out.push_back(p);
+  return out;
+}
+
+std::string preset_name(LinearAttentionPreset preset) { return names::name_in(kPresetNames, preset); }
+
+LinearAttentionPreset parse_linear_attention_preset(const std::string& name) {
+  return names::parse_in(kPresetNames, name, "LinearAttention", "preset");
+}
+
+namespace {
+const names::Table<OutputNorm> kNormNames[] = {
+    {OutputNorm::None, "none"}, {OutputNorm::RMS, "rms"}, {OutputNorm::Layer, "layer"}};
+const names::Table<QueryScale> kScaleNames[] = {
+    {QueryScale::InvSqrtDim, "inv_sqrt_dim"}, {QueryScale::ReGLAVariance, "variance"}, {QueryScale::None, "none"}};
+}  // namespace
+
+std::string output_norm_name(OutputNorm norm) { return names::name_in(kNormNames, norm); }
+OutputNorm parse_output_norm(const std::string& name) {
+  return names::parse_in(kNormNames, name, "LinearAttention", "output norm");
+}
+std::string query_scale_name(QueryScale scale) { return names::name_in(kScaleNames, scale); }
+QueryScale parse_query_scale(const std::string& name) {
+  return names::parse_in(kScaleNames, name, "LinearAttention", "query scale");
+}
+
+std::string describe(const LinearAttentionConfig& c) {
+  const int64_t d = c.key_dim > 0 ? c.key_dim : c.head_dim;
+  std::ostringstream os;
+  os << "map=" << feature_map_name(c.feature_map.kind);
+  if (c.feature_map.kind == FeatureMapKind::Product) os << "[" << feature_map_name(c.feature_map.product_base) << "]";
+  os << "(d=" << d << ",m=" << feature_dim_of(c.feature_map, d) << ") gate=" << gate_name(c.gate.kind);
+  if (c.gate.kind == GateKind::ReGLA) os << "(" << decay_dim_name(c.gate.regla_dim) << " dim)";
+  if (c.gate.kind == GateKind::GLA) os << "(rank=" << c.gate.gla_low_rank << ",tau=" << c.gate.gla_normalizer << ")";
+  os << " sum_norm=" << (c.sum_normalization ? "on" : "off") << " norm=" << output_norm_name(c.output_norm)
+     << " scale=" << query_scale_name(c.scale) << " key_max=" << key_max_name(c.key_max)
+     << " floor=" << c.gate.log_decay_floor << " chunk=" << c.scan.chunk_size << " heads=" << c.heads
+     << " head_dim=" << c.head_dim;
+  return os.str();
+}
+
+}  // namespace linea::nn::linear

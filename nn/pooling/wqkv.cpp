@@ -1,0 +1,128 @@
+#include "nn/pooling/wqkv.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nn/layers/check.h"
+#include "nn/linear/key_max.h"
+#include "nn/recurrent/linear_recurrence.h"
+
+namespace linea::nn {
+
+std::string wqkv_scale_name(WqkvScale scale) { return scale == WqkvScale::InvSqrtDim ? "inv_sqrt_dim" : "none"; }
+
+WqkvScale parse_wqkv_scale(const std::string& name) {
+  if (name == "inv_sqrt_dim") return WqkvScale::InvSqrtDim;
+  if (name == "none") return WqkvScale::None;
+  fail("WqkvPooling", "unknown scale '", name, "' (known: inv_sqrt_dim, none)");
+}
+
+WqkvPooling::WqkvPooling(const WqkvConfig& config, Generator& gen) : config_(config) {
+  WqkvConfig& c = config_;
+  check_positive(c.d_model, "d_model", "WqkvPooling");
+  check_positive(c.heads, "heads", "WqkvPooling");
+  check_positive(c.slots, "slots", "WqkvPooling");
+  if (c.head_dim == 0) {
+    LINEA_CHECK(c.d_model % c.heads == 0, "WqkvPooling", "d_model ", c.d_model, " is not divisible by ", c.heads,
+                " heads (or set head_dim)");
+    c.head_dim = c.d_model / c.heads;
+  }
+  check_positive(c.head_dim, "head_dim", "WqkvPooling");
+  check_scan_options(c.scan, "WqkvPooling");
+  scale_ = c.scale == WqkvScale::InvSqrtDim ? 1.0 / std::sqrt(static_cast<double>(c.head_dim)) : 1.0;
+  const int64_t D = c.d_model, width = c.heads * c.head_dim;
+  const LinearOptions proj{.bias = c.bias, .init = LinearInit::XavierUniform};
+  q_proj = register_module("q_proj", std::make_shared<Linear>(D, width, gen, proj));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(D, width, gen, proj));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(D, width, gen, proj));
+  w_proj = register_module("w_proj", std::make_shared<Linear>(D, c.heads * c.slots, gen, proj));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(width, D, gen, proj));
+}
+
+WqkvPooling::Projected WqkvPooling::project(const Tensor& x) const {
+  const int64_t B = x.size(0), T = x.size(1), H = config_.heads;
+  // (B, T, H n) -> (B, H, T, n)
+  auto heads_first = [&](const Tensor& y, int64_t n) { return permute(reshape(y, {B, T, H, n}), {0, 2, 1, 3}); };
+  const int64_t C = config_.head_dim;
+  return {.q = heads_first(q_proj->forward(x), C) * scale_,
+          .k = heads_first(k_proj->forward(x), C),
+          .v = heads_first(v_proj->forward(x), C),
+          .w = heads_first(w_proj->forward(x), config_.slots)};
+}
+
+Tensor WqkvPooling::finish(const Tensor& o) const {
+  const Tensor merged = transpose(o, 1, 2);  // (B, T, H, C)
+  return out_proj->forward(reshape(merged, {o.size(0), o.size(2), config_.heads * config_.head_dim}));
+}
+
+// forward is, per head and slot j, with m_l the running max of w over positions <= l:
+//   e_l = e^{w_l - m_l},  g_l = m_{l-1} - m_l (g_0 = 0: the state before the first token is empty)
+//   M_l = e^{g_l} M_{l-1} + e_l k_l^T,  N_l = e^{g_l} N_{l-1} + e_l,  P_l = P_{l-1} e^{g_l} + v_l e_l^T
+//   o_l = P_l (p_l / N_l),  p_l = softmax(M_l q_l / N_l)
+// with each recurrence run by the chunked scan (see the header).
+Tensor WqkvPooling::forward(const Tensor& x) {
+  check_sequence_input(x, config_.d_model, "WqkvPooling");
+  const int64_t T = x.size(1);
+  if (T == 0) return zeros({x.size(0), 0, config_.d_model}, {x.dtype(), x.device()});
+  const Projected p = project(x);
+  Tensor m, log_decay;  // (B, H, T, S), constants for autograd
+  {
+    NoGradGuard no_grad;
+    m = linear::running_max(detach(p.w), 2);
+    const Tensor m_prev = cat({narrow(m, 2, 0, 1), narrow(m, 2, 0, T - 1)}, 2);
+    log_decay = m_prev - m;
+  }
+  const Tensor e = exp(p.w - m);  // <= 1, and exactly 1 where w_l is the running max
+  const Tensor qm = linear::chunked_scan(p.q, p.k, e, Tensor(), log_decay, Tensor(), nullptr, config_.scan);
+  const Tensor n = linear_recurrence(log_decay, e, Tensor(), nullptr, config_.scan);  // >= 1
+  const Tensor probs = softmax(qm / n, -1);                                            // (B, H, T, S)
+  const Tensor o = linear::chunked_scan(probs / n, e, p.v, log_decay, Tensor(), Tensor(), nullptr, config_.scan);
+  return finish(o);
+}
+
+std::unique_ptr<DecodeState> WqkvPooling::init_state(int64_t batch) const {
+  LINEA_CHECK(batch >= 0, "WqkvPooling", "batch must be non-negative, got ", batch);
+  const TensorOptions like{q_proj->weight.dtype(), q_proj->weight.device()};
+  const int64_t H = config_.heads, S = config_.slots, C = config_.head_dim;
+  auto s = std::make_unique<WqkvState>();
+  s->keys = zeros({batch, H, S, C}, like);
+  s->values = zeros({batch, H, S, C}, like);
+  s->normalizer = zeros({batch, H, S}, like);
+  s->max = full({batch, H, S}, -std::numeric_limits<double>::infinity(), like);
+  return s;
+}
+
+// forward is, per slot, m' = max(m, w), e = e^{w - m'}, the sums rescaled by e^{m - m'} (0 before
+// the first token, where m = -inf) plus this token's terms; then o = sum_j p_j V'[j].
+Tensor WqkvPooling::step(const Tensor& x, DecodeState& state_in) {
+  check_step_input(x, config_.d_model, "WqkvPooling");
+  auto* s = dynamic_cast<WqkvState*>(&state_in);
+  LINEA_CHECK(s != nullptr, "WqkvPooling", "step needs the state made by this layer's init_state");
+  LINEA_CHECK(s->keys.defined() && s->keys.size(0) == x.size(0), "WqkvPooling", "the state is for batch ",
+              s->keys.defined() ? s->keys.size(0) : 0, " but the input is ", x.describe());
+  const Projected p = project(unsqueeze(x, 1));
+  auto now = [](const Tensor& t) { return select(t, 2, 0); };  // (B, H, 1, .) -> (B, H, .)
+  const Tensor q = now(p.q), k = now(p.k), v = now(p.v), w = now(p.w);
+  Tensor m, decay;  // (B, H, S)
+  {
+    NoGradGuard no_grad;
+    m = maximum(s->max, detach(w));
+    decay = exp(s->max - m);
+  }
+  const Tensor e = exp(w - m);
+  // (B, H, S) x (B, H, C) -> (B, H, S, C): the token's term of each slot's sum.
+  auto pooled = [&](const Tensor& sum_so_far, const Tensor& x_t) {
+    return unsqueeze(decay, -1) * sum_so_far + unsqueeze(e, -1) * unsqueeze(x_t, -2);
+  };
+  s->keys = pooled(s->keys, k);
+  s->values = pooled(s->values, v);
+  s->normalizer = decay * s->normalizer + e;
+  s->max = m;
+  const Tensor scores = squeeze(matmul(s->keys, unsqueeze(q, -1)), -1) / s->normalizer;  // q . K'[j]
+  const Tensor weights = softmax(scores, -1) / s->normalizer;                            // p_j / N_j
+  const Tensor o = squeeze(matmul(unsqueeze(weights, -2), s->values), -2);              // (B, H, C)
+  ++s->position;
+  return select(finish(unsqueeze(o, 2)), 1, 0);
+}
+
+}  // namespace linea::nn

@@ -1,0 +1,46 @@
+#include "nn/recurrent/griffin.h"
+
+#include "nn/layers/check.h"
+
+namespace linea::nn {
+
+GriffinBlock::GriffinBlock(const GriffinConfig& config, Generator& gen) : config_(config) {
+  GriffinConfig& c = config_;
+  check_positive(c.d_model, "d_model", "GriffinBlock");
+  check_positive(c.conv_width, "conv_width", "GriffinBlock");
+  LINEA_CHECK(c.lru.width >= 0, "GriffinBlock", "lru.width (D_rnn) must be >= 0 (0: d_model), got ", c.lru.width);
+  if (c.lru.width == 0) c.lru.width = c.d_model;
+  const int64_t D = c.d_model, R = c.lru.width;
+  const LinearOptions proj{.bias = c.bias, .init = LinearInit::LeCunNormal};
+  in_x = register_module("in_x", std::make_shared<Linear>(D, R, gen, proj));
+  in_y = register_module("in_y", std::make_shared<Linear>(D, R, gen, proj));
+  conv = register_module("conv", std::make_shared<CausalConv1D>(R, gen, c.conv_width));
+  lru = register_module("lru", std::make_shared<RGLRU>(c.lru, gen));
+  out = register_module("out", std::make_shared<Linear>(R, D, gen, proj));
+}
+
+Tensor GriffinBlock::forward(const Tensor& x) {
+  check_sequence_input(x, config_.d_model, "GriffinBlock");
+  const Tensor h = lru->forward(conv->forward(in_x->forward(x)));
+  return out->forward(h * activate(in_y->forward(x), config_.activation));
+}
+
+std::unique_ptr<DecodeState> GriffinBlock::init_state(int64_t batch) const {
+  auto s = std::make_unique<GriffinState>();
+  s->conv = conv->init_state(batch);
+  s->h = lru->init_state(batch);
+  return s;
+}
+
+Tensor GriffinBlock::step(const Tensor& x, DecodeState& state_in) {
+  check_step_input(x, config_.d_model, "GriffinBlock");
+  auto* s = dynamic_cast<GriffinState*>(&state_in);
+  LINEA_CHECK(s != nullptr, "GriffinBlock", "step needs the state made by this layer's init_state");
+  LINEA_CHECK(s->h.defined() && s->h.size(0) == x.size(0), "GriffinBlock", "the state is for batch ",
+              s->h.defined() ? s->h.size(0) : 0, " but the input is ", x.describe());
+  const Tensor h = lru->step(conv->step(in_x->forward(x), s->conv), s->h);
+  ++s->position;
+  return out->forward(h * activate(in_y->forward(x), config_.activation));
+}
+
+}  // namespace linea::nn

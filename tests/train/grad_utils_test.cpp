@@ -1,0 +1,67 @@
+// Global gradient norm, clipping and the finiteness check.
+#include <cmath>
+#include <limits>
+
+#include "tests/test_util.h"
+#include "train/grad_utils.h"
+
+namespace linea::train {
+namespace {
+
+Tensor param_with_grad(const std::vector<double>& grad, const Shape& shape, DType dtype = kFloat32) {
+  Tensor p = zeros(shape, dtype);
+  p.requires_grad_(true);
+  p.set_grad(to(from_vector(grad, shape), dtype));
+  return p;
+}
+
+TEST(GradNorm, IsTheL2NormOverAllGradients) {
+  const std::vector<Tensor> params = {param_with_grad({3, 0, 4, 0}, {2, 2}), param_with_grad({12}, {1}, kFloat64),
+                                      zeros({3}).requires_grad_(true)};  // no gradient: skipped
+  EXPECT_DOUBLE_EQ(grad_norm(params), 13.0);
+  EXPECT_EQ(grad_norm({}), 0.0);
+}
+
+TEST(GradNorm, Float32GradientsDoNotOverflowWhenSquared) {
+  const std::vector<Tensor> params = {param_with_grad({3e30, 4e30}, {2})};  // squares overflow float32
+  EXPECT_NEAR(grad_norm(params) / 5e30, 1.0, 1e-6);
+}
+
+TEST(ClipGradNorm, ScalesDownToMaxNorm) {
+  const std::vector<Tensor> params = {param_with_grad({3, 4}, {2}), param_with_grad({0, 12}, {1, 2})};
+  const ClipResult r = clip_grad_norm(params, 6.5);
+  EXPECT_DOUBLE_EQ(r.norm, 13.0);
+  EXPECT_TRUE(r.finite);
+  EXPECT_TRUE(r.clipped);
+  EXPECT_NEAR(grad_norm(params), 6.5, 1e-5);
+  EXPECT_TRUE(linea::testing::all_close(params[0].grad(), tensor({1.5, 2.0}, {2}), 1e-6));
+}
+
+TEST(ClipGradNorm, LeavesSmallGradientsAlone) {
+  const std::vector<Tensor> params = {param_with_grad({3, 4}, {2})};
+  const ClipResult r = clip_grad_norm(params, 5.0);
+  EXPECT_FALSE(r.clipped);
+  EXPECT_EQ(params[0].grad().to_vector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_LINEA_ERROR(clip_grad_norm(params, 0.0), "max_norm");
+}
+
+TEST(ClipGradNorm, ReportsNonFiniteAndTouchesNothing) {
+  for (double bad : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    const std::vector<Tensor> params = {param_with_grad({3, 4}, {2}), param_with_grad({1, bad}, {2})};
+    const ClipResult r = clip_grad_norm(params, 1.0);
+    EXPECT_FALSE(r.finite);
+    EXPECT_FALSE(r.clipped);
+    EXPECT_FALSE(std::isfinite(r.norm));
+    EXPECT_EQ(params[0].grad().to_vector<float>(), (std::vector<float>{3, 4}));
+    EXPECT_FALSE(grads_finite(params));
+  }
+}
+
+TEST(GradsFinite, TrueForFiniteOrMissingGradients) {
+  EXPECT_TRUE(grads_finite({param_with_grad({1e38, -1e38}, {2}), zeros({2}).requires_grad_(true)}));
+  EXPECT_TRUE(grads_finite({}));
+  EXPECT_TRUE(grads_finite({param_with_grad({}, {0})}));
+}
+
+}  // namespace
+}  // namespace linea::train

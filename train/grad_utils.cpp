@@ -1,0 +1,52 @@
+#include "train/grad_utils.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+
+namespace linea::train {
+
+namespace {
+
+// One float64 value per non-empty gradient, computed on the gradients' device by `per_grad`,
+// as a 1-D tensor; undefined when there are none.
+template <class Fn>
+Tensor per_grad_values(const std::vector<Tensor>& params, Fn&& per_grad) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> values;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (g.defined() && g.numel() > 0) values.push_back(per_grad(to(g, kFloat64)));
+  }
+  return values.empty() ? Tensor() : stack(values);
+}
+
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params) {
+  const Tensor squares = per_grad_values(params, [](const Tensor& g) { return sum(g * g); });
+  return squares.defined() ? std::sqrt(sum(squares).item()) : 0.0;
+}
+
+ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  LINEA_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got ", max_norm);
+  ClipResult result;
+  result.norm = grad_norm(params);
+  result.finite = std::isfinite(result.norm);
+  if (!result.finite || result.norm <= max_norm) return result;
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) mul_(g, max_norm / result.norm);
+  }
+  result.clipped = true;
+  return result;
+}
+
+bool grads_finite(const std::vector<Tensor>& params) {
+  // amax propagates NaN, so one look at the largest magnitude sees both inf and NaN.
+  const Tensor peaks = per_grad_values(params, [](const Tensor& g) { return amax(abs(g)); });
+  return !peaks.defined() || std::isfinite(amax(peaks).item());
+}
+
+}  // namespace linea::train

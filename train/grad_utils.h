@@ -1,0 +1,31 @@
+#pragma once
+// Whole-model gradient checks: the global L2 norm (what clipping and the training log use), clipping
+// by it, and a finiteness test. Parameters without a gradient are skipped. Each reduces every
+// gradient on its device in float64 and copies one number to the host, so a CUDA model pays one
+// synchronisation per call, not one per parameter.
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace linea::train {
+
+// sqrt(sum of g^2 over every element of every gradient), accumulated in float64 so that float32
+// gradients neither overflow when squared nor lose small terms. Non-finite when any gradient is.
+double grad_norm(const std::vector<Tensor>& params);
+
+struct ClipResult {
+  double norm = 0.0;     // before clipping
+  bool finite = true;    // false: the gradients hold inf or NaN (or float64 values so large
+                         //        that their squares overflow) and were left untouched;
+                         //        the caller should skip the step (and log it)
+  bool clipped = false;  // true: the gradients were scaled by max_norm / norm
+};
+
+// Scales every gradient by max_norm / norm when the norm exceeds max_norm (max_norm > 0), so the
+// new norm is max_norm; PyTorch's clip_grad_norm_ does the same up to its 1e-6 guard.
+ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// True when no gradient holds inf or NaN.
+bool grads_finite(const std::vector<Tensor>& params);
+
+}  // namespace linea::train
