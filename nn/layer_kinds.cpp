@@ -39,25 +39,12 @@ std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> li
     c.feature_map.kind = linear::parse_feature_map(o.get<std::string>("feature_map", linear::feature_map_name(c.feature_map.kind)));
     c.feature_map.num_features = o.get<int64_t>("num_features", c.feature_map.num_features);
     c.gate.kind = linear::parse_gate(o.get<std::string>("gate", linear::gate_name(c.gate.kind)));
-    const std::string gate_dim = o.get<std::string>("gate_dim", c.gate.regla_dim == linear::DecayDim::Value ? "value" : "key");
-    LINEA_CHECK(gate_dim == "value" || gate_dim == "key", "config", "layer '", std::string(1, letter),
-                "': gate_dim must be \"value\" or \"key\", got \"", gate_dim, "\"");
-    c.gate.regla_dim = gate_dim == "value" ? linear::DecayDim::Value : linear::DecayDim::Key;
+    c.gate.regla_dim = linear::parse_decay_dim(o.get<std::string>("gate_dim", linear::decay_dim_name(c.gate.regla_dim)));
     c.gate.log_decay_floor = o.get<double>("log_decay_floor", c.gate.log_decay_floor);
+    c.gate.bias_init = o.get<double>("gate_bias", c.gate.bias_init);
     c.sum_normalization = o.get<bool>("sum_normalization", c.sum_normalization);
-    const std::string norm = o.get<std::string>("output_norm", c.output_norm == linear::OutputNorm::RMS
-                                                                   ? "rms"
-                                                                   : (c.output_norm == linear::OutputNorm::Layer ? "layer" : "none"));
-    LINEA_CHECK(norm == "rms" || norm == "layer" || norm == "none", "config", "layer '", std::string(1, letter),
-                "': output_norm must be \"rms\", \"layer\" or \"none\", got \"", norm, "\"");
-    c.output_norm = norm == "rms" ? linear::OutputNorm::RMS : (norm == "layer" ? linear::OutputNorm::Layer : linear::OutputNorm::None);
-    const std::string scale = o.get<std::string>("scale", c.scale == linear::QueryScale::InvSqrtDim
-                                                              ? "inv_sqrt_dim"
-                                                              : (c.scale == linear::QueryScale::ReGLAVariance ? "variance" : "none"));
-    LINEA_CHECK(scale == "inv_sqrt_dim" || scale == "variance" || scale == "none", "config", "layer '",
-                std::string(1, letter), "': scale must be \"inv_sqrt_dim\", \"variance\" or \"none\", got \"", scale, "\"");
-    c.scale = scale == "inv_sqrt_dim" ? linear::QueryScale::InvSqrtDim
-                                      : (scale == "variance" ? linear::QueryScale::ReGLAVariance : linear::QueryScale::None);
+    c.output_norm = linear::parse_output_norm(o.get<std::string>("output_norm", linear::output_norm_name(c.output_norm)));
+    c.scale = linear::parse_query_scale(o.get<std::string>("scale", linear::query_scale_name(c.scale)));
     c.key_max = linear::parse_key_max(o.get<std::string>("key_max", linear::key_max_name(c.key_max)));
     c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
     o.finish();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/gradcheck_cases.h"
+#include "nn/gradcheck_cases.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
 
@@ -19,7 +20,12 @@ namespace {
 using gradcheck::Case;
 
 // Every source of cases, in one place: nn adds its module cases here.
-std::vector<Case> all_cases() { return gradcheck::op_cases(); }
+// Every row: the ops of autograd/, then the modules of nn/ (the same rows the test suite runs).
+std::vector<Case> all_cases() {
+  std::vector<Case> cases = gradcheck::op_cases();
+  for (Case& c : nn::module_cases()) cases.push_back(std::move(c));
+  return cases;
+}
 
 // The cases whose op or full name is one of the words; a word that matches nothing is an error
 // that names the known ops, since a typo must not pass as "0 passed, 0 failed".

@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <unordered_set>
 
-#include "autograd/node.h"
 #include "tests/nn/mixer_forms.h"
 
 namespace linea::nn::linear {
@@ -128,18 +126,7 @@ TEST(DeltaRule, LongSequenceStaysLinearInMemory) {
   const RuleInputs in = rule_inputs(T, kFloat32, 7, true, 0.05, 0.95, 1, 1, dk, dv);
   Tensor s;
   const Tensor o = chunked_delta_rule(in.q, in.k, in.v, in.beta, in.s0, &s, C);
-  int64_t largest = 0;
-  std::unordered_set<autograd::Node*> seen;
-  std::vector<autograd::Node*> stack = {o.grad_fn().get(), s.grad_fn().get()};
-  while (!stack.empty()) {
-    autograd::Node* node = stack.back();
-    stack.pop_back();
-    if (!node || !seen.insert(node).second) continue;
-    for (const autograd::Edge& e : node->edges) {
-      largest = std::max(largest, numel_of(e.shape));
-      stack.push_back(e.node.get());
-    }
-  }
+  const int64_t largest = testing::largest_tensor_in_graph({o, s});
   EXPECT_LE(largest, T * (C + dk + dv));
   backward(sum(o) + sum(s));
   for (const Tensor& x : in.all()) EXPECT_TRUE(testing::all_finite(x.grad()));

@@ -86,7 +86,7 @@ TEST(RGLRU, SqrtWithBoundedDerivative) {
 
 TEST(RGLRU, LambdaStartsWithACUniformInRange) {
   Generator gen(5);
-  RGLRU lru({.width = 4096}, gen);
+  RGLRU lru({.width = 4096, .heads = 4096}, gen);  // 1 x 1 gate blocks: only Lambda matters here
   const Tensor a_c = pow(sigmoid(to(lru.lambda, kFloat64)), 8.0);  // a^c with c = 8
   EXPECT_GE(min(a_c).item(), 0.9 - 1e-6);
   EXPECT_LE(max(a_c).item(), 0.999 + 1e-6);
@@ -185,6 +185,24 @@ TEST(Griffin, ExtremeGatesStayFinite) {
       testing::expect_forms_agree(d, dtype, what);
       testing::print_forms("Griffin " + what, dtype, d);
     }
+}
+
+// The parallel form holds nothing of T x T: the largest tensor in its graph is the scan's
+// diagonal sub-blocks, B T L D_rnn for sub-blocks of L (or a projection's B T D).
+TEST(Griffin, LongSequenceStaysLinearInMemory) {
+  const int64_t B = 2, T = 2048, L = 16;
+  GriffinConfig c = small_config();
+  c.lru.scan = {64, L};
+  auto block = build(c, kFloat32);
+  Generator gen(12);
+  const Tensor x = randn({B, T, kD}, kFloat32, &gen).requires_grad_();
+  const Tensor y = block->forward(x);
+  const int64_t largest = testing::largest_tensor_in_graph({y});
+  EXPECT_LE(largest, B * T * std::max(L * kWidth, kD));
+  std::printf("[ griffin ] T=%lld: largest tensor in the graph %lld elements (T x T = %lld)\n",
+              static_cast<long long>(T), static_cast<long long>(largest), static_cast<long long>(T * T));
+  backward(sum(y * y));
+  EXPECT_TRUE(testing::all_finite(x.grad()));
 }
 
 TEST(Griffin, IsCausal) {

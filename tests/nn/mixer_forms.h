@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
+#include "autograd/node.h"
 #include "nn/mixer.h"
 #include "tests/test_util.h"
 
@@ -112,6 +114,25 @@ inline double causality_violation(nn::SequenceMixer& layer, const Tensor& x, int
   const Tensor other = randn(x.shape(), x.dtype(), &gen);
   const Tensor mixed = cat({narrow(x, 1, 0, t + 1), narrow(other, 1, t + 1, T - t - 1)}, 1);
   return relative_diff(narrow(layer.forward(mixed), 1, 0, t + 1), narrow(layer.forward(x), 1, 0, t + 1));
+}
+
+// The number of elements of the largest tensor that the graph behind `roots` holds an edge to:
+// what a memory bound of the parallel form is checked against.
+inline int64_t largest_tensor_in_graph(const std::vector<Tensor>& roots) {
+  int64_t largest = 0;
+  std::unordered_set<autograd::Node*> seen;
+  std::vector<autograd::Node*> stack;
+  for (const Tensor& t : roots) stack.push_back(t.grad_fn().get());
+  while (!stack.empty()) {
+    autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!node || !seen.insert(node).second) continue;
+    for (const autograd::Edge& e : node->edges) {
+      largest = std::max(largest, numel_of(e.shape));
+      stack.push_back(e.node.get());
+    }
+  }
+  return largest;
 }
 
 }  // namespace linea::testing

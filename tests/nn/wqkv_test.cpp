@@ -5,6 +5,7 @@
 #include "nn/pooling/wqkv.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "tests/nn/mixer_forms.h"
@@ -133,6 +134,24 @@ TEST(Wqkv, SharpPoolingStaysFinite) {
     EXPECT_LE(d.gradient, dtype == kFloat64 ? testing::tolerance(dtype) : 1e-3) << d.worst;
     testing::print_forms("Wqkv w scale 3000 (one-hot pooling)", dtype, d);
   }
+}
+
+// The parallel form holds nothing of T x T (nor the T x S x C of every K'_l): the largest tensor
+// in its graph is the scans' diagonal sub-blocks, B H T L max(S, C) for sub-blocks of L.
+TEST(Wqkv, LongSequenceStaysLinearInMemory) {
+  const int64_t B = 2, T = 2048, L = 16;
+  WqkvConfig c = small_config(2);
+  c.scan = {64, L};
+  auto layer = build(c, kFloat32);
+  Generator gen(12);
+  const Tensor x = randn({B, T, kD}, kFloat32, &gen).requires_grad_();
+  const Tensor y = layer->forward(x);
+  const int64_t largest = testing::largest_tensor_in_graph({y});
+  EXPECT_LE(largest, B * c.heads * T * L * std::max(c.slots, c.head_dim));
+  std::printf("[ wqkv ] T=%lld: largest tensor in the graph %lld elements (T x T = %lld)\n",
+              static_cast<long long>(T), static_cast<long long>(largest), static_cast<long long>(T * T));
+  backward(sum(y * y));
+  EXPECT_TRUE(testing::all_finite(x.grad()));
 }
 
 TEST(Wqkv, IsCausal) {
