@@ -1,0 +1,58 @@
+#pragma once
+// The CUDA implementation of the kernel set (tensor/backend.h), one instance per device. Its
+// member functions are defined by family, one file each under cuda/kernels/: elementwise.cu,
+// reduce.cu, matmul.cpp (cuBLAS), indexing.cu, random.cu, softmax.cu, cross_entropy.cu, norm.cu,
+// attention.cu (FlashAttention-style), adamw.cu. Every kernel runs on the device's stream
+// (cuda/stream.h), in float32 (float64 where a kernel supports it: tests run both), and every
+// launch and library call is checked (cuda/check.h).
+#include "tensor/backend.h"
+
+namespace linea::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  int device() const { return device_; }
+
+  void fill(const Tensor& out, double value) const override;
+  void arange(const Tensor& out, double start, double step) const override;
+  void copy(const Tensor& src, const Tensor& dst) const override;
+  void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) const override;
+  void reduce(ReduceOp op, const Tensor& in, const std::vector<int64_t>& dims, const Tensor& out) const override;
+  void cumsum(const Tensor& in, int64_t dim, bool reverse, const Tensor& out) const override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) const override;
+  void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) const override;
+  void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) const override;
+  void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) const override;
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) const override;
+  void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& y) const override;
+  void softmax_backward(const Tensor& y, const Tensor& dy, int64_t dim, bool log, const Tensor& dx) const override;
+  void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& losses,
+                     const Tensor& lse) const override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& lse,
+                              const Tensor& dloss, const Tensor& dlogits) const override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) const override;
+  void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& dy, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) const override;
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) const override;
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                         const Tensor& dweight) const override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t window, const Tensor& out,
+                 const Tensor& lse) const override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& dout, double scale, int64_t window, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv) const override;
+  void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                  const std::vector<bool>& decay, const AdamWHyper& hyper) const override;
+  void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) const override;
+  void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double stddev) const override;
+
+ private:
+  int device_;
+};
+
+}  // namespace linea::cuda
