@@ -25,7 +25,7 @@ const LayerKind& layer_kind(char letter) {
 
 // ---- Block ----
 
-Block::Block(const ModelConfig& config, char letter, Generator& gen) {
+Block::Block(const ModelConfig& config, char letter, Generator& gen, std::shared_ptr<Generator> dropout_gen) {
   const int64_t d = config.d_model;
   attn_norm = register_module("attn_norm", make_norm(config, d));
   attn = register_module("attn", layer_kind(letter).make(config, gen));
@@ -37,7 +37,7 @@ Block::Block(const ModelConfig& config, char letter, Generator& gen) {
     const Activation act = config.mlp == "geglu" ? Activation::Gelu : Activation::Silu;
     mlp = register_module("mlp", std::make_shared<GatedMLP>(d, hidden, gen, MLPOptions{.activation = act, .bias = false}));
   }
-  if (config.dropout > 0) dropout_ = std::make_shared<Dropout>(config.dropout, std::make_shared<Generator>(config.seed));
+  if (config.dropout > 0) dropout_ = std::make_shared<Dropout>(config.dropout, std::move(dropout_gen));
 }
 
 Tensor Block::residual_dropout(const Tensor& x) {
@@ -64,12 +64,13 @@ Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
 
 // ---- LanguageModel ----
 
-LanguageModel::LanguageModel(const ModelConfig& config, Generator& gen) : config_(config) {
+LanguageModel::LanguageModel(const ModelConfig& config, Generator& gen)
+    : config_(config), dropout_gen_(std::make_shared<Generator>(config.seed)) {
   config_.validate();
   for (char letter : config_.pattern) layer_kind(letter);  // fail before building anything
   embed_ = register_module("embed", std::make_shared<Embedding>(config_.vocab_size, config_.d_model, gen));
   block_list_ = register_module("blocks", std::make_shared<ModuleList>());
-  for (char letter : config_.pattern) blocks_.push_back(block_list_->push_back(std::make_shared<Block>(config_, letter, gen)));
+  for (char letter : config_.pattern) blocks_.push_back(block_list_->push_back(std::make_shared<Block>(config_, letter, gen, dropout_gen_)));
   final_norm_ = register_module("final_norm", make_norm(config_, config_.d_model));
   if (!config_.tie_embeddings)
     head_ = register_module("head", std::make_shared<Linear>(config_.d_model, config_.vocab_size, gen,

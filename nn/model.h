@@ -35,7 +35,8 @@ const LayerKind& layer_kind(char letter);  // Error naming the known letters oth
 // The residual block around one mixer.
 class Block : public Module {
  public:
-  Block(const ModelConfig& config, char letter, Generator& gen);
+  // dropout_gen: the model's one dropout stream, shared by every block (null: no dropout).
+  Block(const ModelConfig& config, char letter, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   Tensor forward(const Tensor& x);                          // (B, T, D)
   Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
 
@@ -83,12 +84,16 @@ class LanguageModel : public Module {
 
   const ModelConfig& config() const { return config_; }
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
+  // The stream every dropout mask comes from (seeded by config.seed); a checkpoint saves its
+  // offset so a resumed run draws the masks the interrupted one would have.
+  Generator& dropout_generator() const { return *dropout_gen_; }
 
  private:
   Tensor logits(const Tensor& h);
   void check_ids(const Tensor& ids, const char* what) const;
 
   ModelConfig config_;
+  std::shared_ptr<Generator> dropout_gen_;
   std::shared_ptr<Embedding> embed_;
   std::shared_ptr<ModuleList> block_list_;
   std::vector<std::shared_ptr<Block>> blocks_;

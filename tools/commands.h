@@ -6,8 +6,13 @@
 
 namespace linea::cli {
 
+Command train_command();      // train_command.cpp
+Command eval_command();       // eval_command.cpp
+Command generate_command();   // generate_command.cpp
+Command tokenizer_command();  // tokenizer_command.cpp
 Command gradcheck_command();  // gradcheck_command.cpp
 Command bench_command();      // bench.cpp
+Command plot_command();       // plot_command.cpp
 
 // The table `linea` dispatches on, in the order `linea --help` lists it.
 CommandTable linea_commands();

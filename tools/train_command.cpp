@@ -1,0 +1,163 @@
+// `linea train`: flags map one to one onto train::TrainOptions (train/train_options.h); a JSON
+// config file (--config) uses the same names with underscores, and flags given on the command
+// line override it.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+#include "tools/commands.h"
+#include "tools/flags.h"
+#include "train/checkpoint.h"
+#include "train/file_io.h"
+#include "train/trainer.h"
+
+namespace linea::cli {
+
+namespace {
+
+std::string to_flag_name(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+std::string to_key(std::string flag) {
+  std::replace(flag.begin(), flag.end(), '-', '_');
+  return flag;
+}
+
+// The words of a JSON config file as if they had been typed before the real flags, so that the
+// flag parser checks their types and the real flags, coming later, win.
+std::vector<std::string> config_file_words(const std::string& path) {
+  const json::Value config = json::parse(train::read_file(path, "config file"));
+  LINEA_CHECK(config.is_object(), "train", "the config file '", path, "' must hold a JSON object");
+  std::vector<std::string> words;
+  for (const auto& [key, value] : config.as_object()) {
+    const std::string flag = "--" + to_flag_name(key);
+    if (value.is_bool()) words.push_back(value.as_bool() ? flag : "--no-" + to_flag_name(key));
+    else if (value.is_string()) words.insert(words.end(), {flag, value.as_string()});
+    else words.insert(words.end(), {flag, value.dump()});  // numbers, and layer_options' object
+  }
+  return words;
+}
+
+// Pulls --config FILE out of args (either spelling), returning the remaining words.
+std::vector<std::string> expand_config(std::span<const std::string> args) {
+  std::vector<std::string> rest, config;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) config = config_file_words(args[++i]);
+    else if (args[i].rfind("--config=", 0) == 0) config = config_file_words(args[i].substr(9));
+    else rest.push_back(args[i]);
+  }
+  config.insert(config.end(), rest.begin(), rest.end());
+  return config;
+}
+
+void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholder, bool* help_layers) {
+  f.add("config", config_placeholder, "JSON file of options (keys as below, with underscores); flags override it");
+  f.add("data", &o.data, "text file, or directory with train.txt/valid.txt/test.txt; empty: the fortunes corpus");
+  f.add_choice("tokenizer", &o.tokenizer, {"byte", "char", "word", "bpe"}, "tokenizer built from the train split");
+  f.add("vocab-size", &o.vocab_size, "target vocabulary of --tokenizer bpe");
+  f.add("tokenizer-file", &o.tokenizer_file, "a tokenizer saved by `linea tokenizer train` (overrides --tokenizer)");
+  f.add("cache-dir", &o.cache_dir, "where encoded corpora are cached; empty: default; 'none': no cache");
+  f.add("model", &o.model, "layer pattern, one letter per layer (see --help-layers), e.g. RRRR or SRSR");
+  f.add("layers", &o.layers, "with a one-letter --model: the number of layers");
+  f.add("d-model", &o.d_model, "model width");
+  f.add("heads", &o.heads, "attention heads");
+  f.add_choice("mlp", &o.mlp, {"gelu", "geglu", "swiglu"}, "feed-forward block");
+  f.add_choice("norm", &o.norm, {"rms", "layer"}, "normalization of the blocks");
+  f.add("tie-embeddings", &o.tie_embeddings, "share the embedding with the output head");
+  f.add("dropout", &o.dropout, "residual dropout");
+  f.add("layer-options", &o.layer_options, "JSON per-letter layer options, e.g. '{\"R\": {\"feature_map\": \"relu\"}}'");
+  f.add("steps", &o.steps, "optimizer steps");
+  f.add("batch", &o.batch, "sequences per micro-batch");
+  f.add("seq", &o.seq, "tokens per sequence");
+  f.add("accum", &o.accum, "micro-batches per step (gradient accumulation)");
+  f.add_choice("optimizer", &o.optimizer, {"adamw", "sgd"}, "optimizer");
+  f.add("lr", &o.lr, "peak learning rate");
+  f.add("min-lr", &o.min_lr, "learning rate at the end of the decay");
+  f.add("warmup", &o.warmup, "linear warmup steps");
+  f.add_choice("schedule", &o.schedule, {"cosine", "linear", "constant"}, "decay after warmup");
+  f.add("weight-decay", &o.weight_decay, "decoupled weight decay (not on norms, biases, embeddings)");
+  f.add("beta1", &o.beta1, "AdamW beta1");
+  f.add("beta2", &o.beta2, "AdamW beta2");
+  f.add("eps", &o.eps, "AdamW epsilon");
+  f.add("momentum", &o.momentum, "SGD momentum");
+  f.add("clip", &o.clip, "clip gradients to this global norm; 0: off");
+  f.add("seed", &o.seed, "seed of weights, batches, dropout and the sample");
+  f.add("device", &o.device, "cpu, cuda or cuda:N");
+  f.add("out", &o.out, "run directory: checkpoints and log.jsonl");
+  f.add("resume", &o.resume, "continue the run in --out from its latest checkpoint");
+  f.add("eval-every", &o.eval_every, "steps between validation checks; 0: only at the end");
+  f.add("eval-batches", &o.eval_batches, "batches per periodic validation check (the final one uses all)");
+  f.add("log-every", &o.log_every, "steps between progress lines when not on a terminal");
+  f.add("save-every", &o.save_every, "steps between checkpoints (one is always written at the end)");
+  f.add("sample-tokens", &o.sample_tokens, "tokens generated after training; 0: none");
+  f.add("prompt", &o.prompt, "prompt of the sample");
+  f.add("temperature", &o.temperature, "sampling temperature");
+  f.add("top-k", &o.top_k, "sample among the k most likely tokens; 0: all");
+  f.add("top-p", &o.top_p, "nucleus sampling threshold");
+  f.add("help-layers", help_layers, "list the layer letters of --model and exit");
+}
+
+void print_layer_letters() {
+  std::printf("Layer letters of --model (one per layer; options per letter go in --layer-options):\n");
+  for (const nn::LayerKind& kind : nn::layer_kinds())
+    std::printf("  %c  %-11s %s\n", kind.letter, kind.name.c_str(), kind.description.c_str());
+  std::printf("Per-letter options are listed in docs/layers.md.\n");
+}
+
+// With --resume, the run's saved options are the base: the flags given now may only change how
+// long it runs and how it reports.
+train::TrainOptions resumed_options(const train::TrainOptions& given, const Flags& flags) {
+  const std::optional<std::string> latest = train::latest_checkpoint(given.out);
+  if (!latest) return given;  // train_model reports the missing checkpoint
+  const train::Checkpoint ck = train::load_checkpoint(*latest);
+  train::TrainOptions saved;
+  saved.update_from_json(ck.trainer.extra.at("options"));
+  const json::Value now = given.to_json(), before = saved.to_json();
+  for (const auto& [key, value] : now.as_object()) {
+    if (!flags.was_set(to_flag_name(key))) continue;
+    if (train::may_change_on_resume(key)) {
+      json::Value one = json::Object();
+      one[key] = value;
+      saved.update_from_json(one);
+    }
+    else if (value.dump() != before.at(key).dump())
+      flags.fail("--" + to_flag_name(key) + " cannot change on --resume (the run has " + before.at(key).dump() + ")");
+  }
+  saved.resume = true;
+  saved.out = given.out;
+  return saved;
+}
+
+int run(const std::string& program, std::span<const std::string> raw_args) {
+  train::TrainOptions options;
+  std::string config_placeholder;
+  bool help_layers = false;
+  Flags flags(program,
+              "Trains a language model and reports validation and test perplexity and a sample.\n"
+              "With no flags: a small ReGLA model on the fortunes corpus, on the CPU, in a few minutes.");
+  bind_flags(flags, options, &config_placeholder, &help_layers);
+  const std::vector<std::string> args = expand_config(raw_args);
+  if (!flags.parse(args)) return 0;
+  if (help_layers) {
+    print_layer_letters();
+    return 0;
+  }
+  if (options.resume) options = resumed_options(options, flags);
+  const train::TrainResult r = train::train_model(options, stdout);
+  std::printf("\ntrained %lld steps of a %lld-parameter model in %.1f s (%.0f tokens/s); checkpoint %s\n",
+              static_cast<long long>(r.steps), static_cast<long long>(r.parameters), r.seconds, r.tokens_per_s,
+              r.checkpoint.c_str());
+  if (!r.sample.empty()) std::printf("\nsample:\n%s\n\n", r.sample.c_str());
+  std::printf("test loss %.4f ppl %.3f\n", r.test_loss, r.test_ppl);
+  std::printf("valid loss %.4f ppl %.3f\n", r.valid_loss, r.valid_ppl);
+  return 0;
+}
+
+}  // namespace
+
+Command train_command() { return {"train", "train a language model (default: ReGLA on the fortunes corpus)", run}; }
+
+}  // namespace linea::cli

@@ -1,0 +1,255 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "train/adamw.h"
+#include "train/batcher.h"
+#include "train/checkpoint.h"
+#include "train/corpus.h"
+#include "train/evaluate.h"
+#include "train/generate.h"
+#include "train/grad_utils.h"
+#include "train/progress.h"
+#include "train/run_log.h"
+#include "train/saved_model.h"
+#include "train/schedule.h"
+#include "train/sgd.h"
+
+namespace linea::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Independent seeds for the run's random streams, all derived from --seed (splitmix64).
+uint64_t derive_seed(uint64_t seed, uint64_t stream) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+enum Stream : uint64_t { kInitStream, kBatchStream, kDropoutStream, kSampleStream };
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const nn::Module& model) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<SGD>(model.named_parameters(),
+                                 SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+  return std::make_unique<AdamW>(model.named_parameters(), AdamWOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2,
+                                                                        .eps = o.eps, .weight_decay = o.weight_decay});
+}
+
+// What a resumed run reads back, when there is a checkpoint to resume from.
+struct ResumePoint {
+  Checkpoint checkpoint;
+  std::string dir;
+};
+
+std::optional<ResumePoint> find_resume_point(const TrainOptions& o) {
+  if (!o.resume) return std::nullopt;
+  const std::optional<std::string> latest = latest_checkpoint(o.out);
+  LINEA_CHECK(latest.has_value(), "train", "--resume: '", o.out, "' holds no checkpoint to resume from");
+  return ResumePoint{load_checkpoint(*latest), *latest};
+}
+
+Corpus load_training_corpus(const TrainOptions& o, const std::optional<ResumePoint>& resume, Progress& progress) {
+  CorpusOptions c;
+  c.data = o.data;
+  c.tokenizer = o.tokenizer;
+  c.vocab_size = o.vocab_size;
+  c.cache_dir = o.cache_dir == "none" ? "" : (o.cache_dir.empty() ? default_cache_dir() : o.cache_dir);
+  c.log = [&](const std::string& m) { progress.message(m); };
+  if (resume) c.given_tokenizer = tokenizer_from_record(resume->checkpoint.trainer.tokenizer, resume->dir);
+  else if (!o.tokenizer_file.empty()) c.given_tokenizer = load_tokenizer(o.tokenizer_file);
+  Corpus corpus = load_corpus(c);
+  LINEA_CHECK(static_cast<int64_t>(corpus.train.size()) > o.seq, "train", "the training split of '", corpus.name,
+              "' has ", corpus.train.size(), " tokens, fewer than one window of --seq ", o.seq, " + 1");
+  LINEA_CHECK(corpus.valid.size() >= 2 && corpus.test.size() >= 2, "train", "the valid or test split of '",
+              corpus.name, "' is empty");
+  return corpus;
+}
+
+json::Value eval_record(int64_t step, const char* split, const EvalResult& r) {
+  json::Value v = json::Object();
+  v["kind"] = "eval";
+  v["step"] = step;
+  v["split"] = split;
+  v["loss"] = r.loss;
+  v["ppl"] = r.ppl;
+  v["tokens"] = r.tokens;
+  return v;
+}
+
+std::string describe_eval(const char* split, const EvalResult& r) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s loss %.4f ppl %.3f (%lld tokens)", split, r.loss, r.ppl,
+                static_cast<long long>(r.tokens));
+  return buf;
+}
+
+}  // namespace
+
+TrainResult train_model(const TrainOptions& options, std::FILE* out) {
+  const auto start = Clock::now();
+  TrainOptions o = options;
+  o.validate();
+  const Device device = Device::parse(o.device);
+  const std::optional<ResumePoint> resume = find_resume_point(o);
+  Progress progress(o.steps, o.log_every, out);
+
+  Corpus corpus = load_training_corpus(o, resume, progress);
+  const nn::ModelConfig config = o.model_config(corpus.tokenizer->vocab_size());
+  nn::ModelConfig seeded = config;
+  seeded.seed = derive_seed(o.seed, kDropoutStream);
+  Generator init_gen(derive_seed(o.seed, kInitStream));
+  nn::LanguageModel model(seeded, init_gen);
+  model.to(device);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(o, model);
+  RandomBatcher batcher(corpus.train, o.batch, o.seq, derive_seed(o.seed, kBatchStream));
+  const LrSchedule schedule({.peak_lr = o.lr, .min_lr = o.min_lr, .warmup_steps = o.warmup, .total_steps = o.steps,
+                             .decay = parse_decay(o.schedule)});
+
+  int64_t step = 0;
+  if (resume) {
+    const Checkpoint& ck = resume->checkpoint;
+    model.load_state_dict(ck.model);
+    optimizer->load_state(ck.optimizer);
+    batcher.restore(batcher_state_from_json(ck.trainer.data, "checkpoint data position"));
+    model.dropout_generator().manual_seed(ck.trainer.rng_seed);
+    model.dropout_generator().set_offset(ck.trainer.rng_offset);
+    step = ck.trainer.step;
+    LINEA_CHECK(step <= o.steps, "train", "--resume: the checkpoint is at step ", step, ", past --steps ", o.steps);
+  }
+  std::filesystem::create_directories(o.out);
+  RunLog log(o.out + "/log.jsonl", resume ? step : -1);
+  {
+    json::Value record = json::Object();
+    record["kind"] = resume ? "resume" : "config";
+    record["step"] = step;
+    record["options"] = o.to_json();
+    record["model"] = config.to_json();
+    record["parameters"] = model.num_parameters();
+    record["corpus"] = corpus.name;
+    record["tokenizer"] = corpus.tokenizer->name();
+    log.write(record);
+  }
+  progress.message("linea train: " + std::to_string(model.num_parameters()) + " parameters, pattern " + config.pattern +
+                   ", vocab " + std::to_string(config.vocab_size) + " (" + corpus.tokenizer->name() + "), " +
+                   std::to_string(corpus.train.size()) + " training tokens, device " + device.str() +
+                   (resume ? ", resuming from step " + std::to_string(step) : ""));
+
+  auto save = [&](int64_t at) {
+    Checkpoint ck;
+    ck.model = model.state_dict();
+    ck.config = config.to_json();
+    ck.optimizer = optimizer->state();
+    ck.trainer.step = at;
+    ck.trainer.lr = optimizer->lr();
+    ck.trainer.rng_seed = model.dropout_generator().seed();
+    ck.trainer.rng_offset = model.dropout_generator().offset();
+    ck.trainer.data = to_json(batcher.state());
+    ck.trainer.tokenizer = tokenizer_record(*corpus.tokenizer);
+    ck.trainer.extra = json::Object();
+    ck.trainer.extra["options"] = o.to_json();
+    return save_checkpoint(o.out, ck);
+  };
+  std::string last_checkpoint = resume ? resume->dir : "";
+
+  const int64_t tokens_per_step = o.batch * o.seq * o.accum;
+  const int64_t first_step = step;
+  const auto loop_start = Clock::now();
+  model.train();
+  while (step < o.steps) {
+    const auto step_start = Clock::now();
+    const double lr = schedule(step + 1);
+    optimizer->set_lr(lr);
+    optimizer->zero_grad();
+    double loss_sum = 0.0;
+    for (int64_t micro = 0; micro < o.accum; ++micro) {
+      const Batch b = batcher.next();
+      const Tensor loss = model.loss(to(b.inputs, device), to(b.targets, device));
+      const double value = loss.item();
+      loss_sum += value;
+      LINEA_CHECK(std::isfinite(value), "train", "the loss became ", value, " at step ", step + 1,
+                  "; training stopped. ",
+                  last_checkpoint.empty() ? std::string("No checkpoint had been written yet.")
+                                          : "The last good checkpoint is " + last_checkpoint + ".",
+                  " Try a lower --lr or a smaller --clip.");
+      backward(o.accum > 1 ? loss * (1.0 / static_cast<double>(o.accum)) : loss);
+    }
+    const double loss = loss_sum / static_cast<double>(o.accum);
+    const std::vector<Tensor> params = model.parameters();
+    const ClipResult clip = o.clip > 0 ? clip_grad_norm(params, o.clip) : ClipResult{grad_norm(params), true, false};
+    LINEA_CHECK(clip.finite && std::isfinite(clip.norm), "train", "the gradient norm became ", clip.norm, " at step ",
+                step + 1, "; training stopped. ",
+                last_checkpoint.empty() ? std::string("No checkpoint had been written yet.")
+                                        : "The last good checkpoint is " + last_checkpoint + ".",
+                " Try a lower --lr.");
+    optimizer->step();
+    ++step;
+
+    const double step_seconds = seconds_since(step_start);
+    const double elapsed = seconds_since(loop_start);
+    const double tokens_per_s = static_cast<double>(tokens_per_step * (step - first_step)) / std::max(elapsed, 1e-9);
+    json::Value record = json::Object();
+    record["kind"] = "step";
+    record["step"] = step;
+    record["loss"] = loss;
+    record["lr"] = lr;
+    record["grad_norm"] = clip.norm;
+    record["tokens"] = tokens_per_step * step;
+    record["tokens_per_s"] = tokens_per_s;
+    record["step_s"] = step_seconds;
+    record["time_s"] = seconds_since(start);
+    log.write(record);
+    progress.step(step, loss, lr, tokens_per_s, elapsed / static_cast<double>(step - first_step) * (o.steps - step));
+
+    if (o.eval_every > 0 && step % o.eval_every == 0 && step < o.steps) {
+      const EvalResult r = evaluate(model, corpus.valid, o.batch, o.seq, device, o.eval_batches);
+      log.write(eval_record(step, "valid", r));
+      progress.message("step " + std::to_string(step) + ": " + describe_eval("valid", r));
+    }
+    if (o.save_every > 0 && step % o.save_every == 0 && step < o.steps) last_checkpoint = save(step);
+  }
+  progress.finish();
+  const double train_seconds = seconds_since(loop_start);
+
+  TrainResult result;
+  result.steps = step;
+  result.parameters = model.num_parameters();
+  result.tokens_per_s = step > first_step ? static_cast<double>(tokens_per_step * (step - first_step)) / train_seconds : 0;
+  result.checkpoint = save(step);
+  const EvalResult valid = evaluate(model, corpus.valid, o.batch, o.seq, device);
+  const EvalResult test = evaluate(model, corpus.test, o.batch, o.seq, device);
+  log.write(eval_record(step, "valid", valid));
+  log.write(eval_record(step, "test", test));
+  result.valid_loss = valid.loss;
+  result.valid_ppl = valid.ppl;
+  result.test_loss = test.loss;
+  result.test_ppl = test.ppl;
+
+  if (o.sample_tokens > 0) {
+    std::vector<int64_t> prompt = corpus.tokenizer->encode(o.prompt);
+    if (prompt.empty()) prompt = corpus.tokenizer->encode("\n");
+    const std::vector<int64_t> ids =
+        generate(model, prompt, {.tokens = o.sample_tokens, .temperature = o.temperature, .top_k = o.top_k,
+                                 .top_p = o.top_p, .seed = derive_seed(o.seed, kSampleStream)},
+                 device);
+    result.sample = corpus.tokenizer->decode(prompt) + corpus.tokenizer->decode(ids);
+    json::Value record = json::Object();
+    record["kind"] = "sample";
+    record["step"] = step;
+    record["text"] = result.sample;
+    log.write(record);
+  }
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace linea::train
