@@ -1,0 +1,101 @@
+// The `linea` program as a user runs it: exit statuses (0 success, 1 failure, 2 usage) and the
+// output contract scripts rely on (`linea eval` ends with "loss=<x> ppl=<y>", `linea gradcheck`
+// with "N passed, M failed").
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <regex>
+#include <string>
+
+#include "tests/test_util.h"
+#include "tests/train/temp_dir.h"
+#include "train/file_io.h"
+
+namespace linea::cli {
+namespace {
+
+using linea::testing::TempDir;
+
+struct Outcome {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+Outcome run_linea(const std::string& args) {
+  const std::string command = std::string(LINEA_CLI_PATH) + " " + args + " 2>&1";
+  std::FILE* pipe = popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string output;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
+  const int raw = pclose(pipe);
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, output};
+}
+
+std::string last_line(const std::string& text) {
+  const size_t end = text.find_last_not_of('\n');
+  const size_t start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+TEST(CliEndToEnd, HelpAndUsageErrors) {
+  EXPECT_EQ(run_linea("--help").status, 0);
+  EXPECT_EQ(run_linea("train --help").status, 0);
+  const Outcome unknown = run_linea("trian");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.output.find("trian"), std::string::npos);
+  EXPECT_EQ(run_linea("train --steps abc").status, 2);
+  EXPECT_EQ(run_linea("train --no-such-flag 1").status, 2);
+  EXPECT_EQ(run_linea("eval").status, 2);  // --checkpoint is required
+}
+
+TEST(CliEndToEnd, TrainEvalGenerate) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the quick brown fox " + std::to_string(i % 7) + " jumps over the lazy dog.\n";
+  train::write_file_atomically(dir / "corpus.txt", text);
+  const std::string common = "--data " + dir / "corpus.txt" + " --cache-dir none ";
+  const Outcome trained = run_linea("train " + common + "--model RS --d-model 16 --heads 2 --steps 6 --batch 2 --seq 16 "
+                                    "--warmup 1 --eval-every 3 --sample-tokens 10 --out " + dir / "run");
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  EXPECT_NE(trained.output.find("valid loss"), std::string::npos);
+  EXPECT_NE(trained.output.find("sample:"), std::string::npos);
+
+  const Outcome evaluated = run_linea("eval --checkpoint " + dir / "run" + " --data " + dir / "corpus.txt" +
+                                      " --split test --cache-dir none");
+  ASSERT_EQ(evaluated.status, 0) << evaluated.output;
+  EXPECT_TRUE(std::regex_match(last_line(evaluated.output), std::regex(R"(loss=[0-9.]+ ppl=[0-9.]+)")))
+      << last_line(evaluated.output);
+
+  const Outcome generated = run_linea("generate --checkpoint " + dir / "run" + " --prompt 'the ' --tokens 12 --seed 3");
+  ASSERT_EQ(generated.status, 0) << generated.output;
+  EXPECT_EQ(generated.output.rfind("the ", 0), 0u);
+  EXPECT_EQ(generated.output, run_linea("generate --checkpoint " + dir / "run" + " --prompt 'the ' --tokens 12 --seed 3").output);
+
+  // Resuming with a changed model is refused; with more steps it continues.
+  EXPECT_EQ(run_linea("train " + common + "--resume --out " + dir / "run" + " --d-model 32").status, 2);
+  const Outcome resumed = run_linea("train " + common + "--resume --steps 8 --sample-tokens 0 --out " + dir / "run");
+  EXPECT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("trained 8 steps"), std::string::npos) << resumed.output;
+}
+
+TEST(CliEndToEnd, FailuresExitWithStatusOne) {
+  TempDir dir;
+  const Outcome missing = run_linea("train --cache-dir none --data " + dir / "nothing.txt" + " --out " + dir / "r");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.output.find("linea: error:"), std::string::npos);
+  EXPECT_NE(missing.output.find("nothing.txt"), std::string::npos);
+  const Outcome bad_checkpoint = run_linea("eval --checkpoint " + dir / "none");
+  EXPECT_EQ(bad_checkpoint.status, 1);
+  EXPECT_EQ(run_linea("train --model SQ --cache-dir none --out " + dir / "r").status, 1);
+}
+
+TEST(CliEndToEnd, GradcheckEndsWithItsTally) {
+  const Outcome r = run_linea("gradcheck exp tanh");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_match(last_line(r.output), std::regex(R"([0-9]+ passed, 0 failed)"))) << last_line(r.output);
+}
+
+}  // namespace
+}  // namespace linea::cli
