@@ -6,7 +6,7 @@ namespace linea::nn {
 
 int64_t ModelConfig::resolved_mlp_hidden() const {
   if (mlp_hidden > 0) return mlp_hidden;
-  if (mlp == "gelu") return 4 * d_model;
+  if (mlp == "gelu" || mlp == "gelu_tanh") return 4 * d_model;
   const int64_t two_thirds_of_four = (8 * d_model + 2) / 3;
   return (two_thirds_of_four + 7) / 8 * 8;
 }
@@ -25,8 +25,8 @@ void ModelConfig::validate() const {
   LINEA_CHECK(head_dim >= 0, "config", "head_dim must be >= 0, got ", head_dim);
   LINEA_CHECK(!pattern.empty(), "config", "the layer pattern is empty");
   LINEA_CHECK(norm == "rms" || norm == "layer", "config", "norm must be \"rms\" or \"layer\", got \"", norm, "\"");
-  LINEA_CHECK(mlp == "gelu" || mlp == "geglu" || mlp == "swiglu", "config",
-              "mlp must be \"gelu\", \"geglu\" or \"swiglu\", got \"", mlp, "\"");
+  LINEA_CHECK(mlp == "gelu" || mlp == "gelu_tanh" || mlp == "geglu" || mlp == "swiglu", "config",
+              "mlp must be \"gelu\", \"gelu_tanh\", \"geglu\" or \"swiglu\", got \"", mlp, "\"");
   LINEA_CHECK(mlp_hidden >= 0, "config", "mlp_hidden must be >= 0, got ", mlp_hidden);
   LINEA_CHECK(norm_eps >= 0, "config", "norm_eps must be >= 0, got ", norm_eps);
   LINEA_CHECK(dropout >= 0 && dropout < 1, "config", "dropout must be in [0, 1), got ", dropout);

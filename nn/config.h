@@ -23,8 +23,8 @@ struct ModelConfig {
   std::string pattern = "RRRR";  // one letter per layer (nn/model.h, layer_kinds())
   std::string norm = "rms";    // "rms" or "layer": the blocks' pre-norms and the final norm
   double norm_eps = 1e-6;
-  std::string mlp = "swiglu";  // "gelu" (MLP), "geglu" or "swiglu" (gated MLP)
-  int64_t mlp_hidden = 0;      // 0: 4 D for "gelu"; for the gated kinds 8/3 D rounded up to a
+  std::string mlp = "swiglu";  // "gelu" or "gelu_tanh" (MLP), "geglu" or "swiglu" (gated MLP)
+  int64_t mlp_hidden = 0;      // 0: 4 D for the plain MLP; for the gated kinds 8/3 D rounded up to a
                                // multiple of 8, which keeps the parameter count of the 4 D MLP
   bool tie_embeddings = true;
   double dropout = 0.0;        // residual dropout after each mixer and MLP

@@ -31,8 +31,9 @@ Block::Block(const ModelConfig& config, char letter, Generator& gen, std::shared
   attn = register_module("attn", layer_kind(letter).make(config, gen));
   mlp_norm = register_module("mlp_norm", make_norm(config, d));
   const int64_t hidden = config.resolved_mlp_hidden();
-  if (config.mlp == "gelu") {
-    mlp = register_module("mlp", std::make_shared<MLP>(d, hidden, gen, MLPOptions{.activation = Activation::Gelu, .bias = false}));
+  if (config.mlp == "gelu" || config.mlp == "gelu_tanh") {
+    const Activation act = config.mlp == "gelu" ? Activation::Gelu : Activation::GeluTanh;
+    mlp = register_module("mlp", std::make_shared<MLP>(d, hidden, gen, MLPOptions{.activation = act, .bias = false}));
   } else {
     const Activation act = config.mlp == "geglu" ? Activation::Gelu : Activation::Silu;
     mlp = register_module("mlp", std::make_shared<GatedMLP>(d, hidden, gen, MLPOptions{.activation = act, .bias = false}));

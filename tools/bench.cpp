@@ -12,6 +12,9 @@ Command bench_command() {
             // A new target is a bench_<target>.cpp and one line here.
             static const std::vector<Command> targets = {
                 bench_ops_target(),
+                bench_train_target(),
+                bench_attention_target(),
+                bench_scan_target(),
             };
             return dispatch({program, "target", targets}, args);
           }};

@@ -18,6 +18,9 @@ Command plot_command();       // plot_command.cpp
 CommandTable linea_commands();
 
 // Targets of `linea bench`; each is its own bench_<target>.cpp.
-Command bench_ops_target();  // bench_ops.cpp
+Command bench_ops_target();        // bench_ops.cpp
+Command bench_train_target();      // bench_train.cpp
+Command bench_attention_target();  // bench_attention.cpp
+Command bench_scan_target();  // bench_scan.cpp
 
 }  // namespace linea::cli

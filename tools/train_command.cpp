@@ -64,7 +64,7 @@ void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholde
   f.add("layers", &o.layers, "with a one-letter --model: the number of layers");
   f.add("d-model", &o.d_model, "model width");
   f.add("heads", &o.heads, "attention heads");
-  f.add_choice("mlp", &o.mlp, {"gelu", "geglu", "swiglu"}, "feed-forward block");
+  f.add_choice("mlp", &o.mlp, {"gelu", "gelu_tanh", "geglu", "swiglu"}, "feed-forward block");
   f.add_choice("norm", &o.norm, {"rms", "layer"}, "normalization of the blocks");
   f.add("tie-embeddings", &o.tie_embeddings, "share the embedding with the output head");
   f.add("dropout", &o.dropout, "residual dropout");

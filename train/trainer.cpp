@@ -17,6 +17,7 @@
 #include "train/saved_model.h"
 #include "train/schedule.h"
 #include "train/sgd.h"
+#include "train/train_step.h"
 
 namespace linea::train {
 
@@ -169,29 +170,17 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
     const auto step_start = Clock::now();
     const double lr = schedule(step + 1);
     optimizer->set_lr(lr);
-    optimizer->zero_grad();
-    double loss_sum = 0.0;
-    for (int64_t micro = 0; micro < o.accum; ++micro) {
-      const Batch b = batcher.next();
-      const Tensor loss = model.loss(to(b.inputs, device), to(b.targets, device));
-      const double value = loss.item();
-      loss_sum += value;
-      LINEA_CHECK(std::isfinite(value), "train", "the loss became ", value, " at step ", step + 1,
-                  "; training stopped. ",
-                  last_checkpoint.empty() ? std::string("No checkpoint had been written yet.")
-                                          : "The last good checkpoint is " + last_checkpoint + ".",
-                  " Try a lower --lr or a smaller --clip.");
-      backward(o.accum > 1 ? loss * (1.0 / static_cast<double>(o.accum)) : loss);
-    }
-    const double loss = loss_sum / static_cast<double>(o.accum);
-    const std::vector<Tensor> params = model.parameters();
-    const ClipResult clip = o.clip > 0 ? clip_grad_norm(params, o.clip) : ClipResult{grad_norm(params), true, false};
-    LINEA_CHECK(clip.finite && std::isfinite(clip.norm), "train", "the gradient norm became ", clip.norm, " at step ",
-                step + 1, "; training stopped. ",
-                last_checkpoint.empty() ? std::string("No checkpoint had been written yet.")
-                                        : "The last good checkpoint is " + last_checkpoint + ".",
-                " Try a lower --lr.");
-    optimizer->step();
+    std::vector<Batch> micro_batches;
+    for (int64_t micro = 0; micro < o.accum; ++micro) micro_batches.push_back(batcher.next());
+    const StepResult r = train_step(model, *optimizer, micro_batches, o.clip, device);
+    const std::string keep_note = last_checkpoint.empty() ? std::string("No checkpoint had been written yet.")
+                                                          : "The last good checkpoint is " + last_checkpoint + ".";
+    LINEA_CHECK(r.loss_finite, "train", "the loss became ", r.loss, " at step ", step + 1, "; training stopped. ",
+                keep_note, " Try a lower --lr or a smaller --clip.");
+    LINEA_CHECK(r.clip.finite, "train", "the gradient norm became ", r.clip.norm, " at step ", step + 1,
+                "; training stopped. ", keep_note, " Try a lower --lr.");
+    const double loss = r.loss;
+    const ClipResult& clip = r.clip;
     ++step;
 
     const double step_seconds = seconds_since(step_start);

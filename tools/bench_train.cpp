@@ -1,0 +1,106 @@
+// `linea bench train`: tokens/s and peak memory of full training steps (forward, backward, clip,
+// AdamW) of the anchor's language model, for softmax attention and ReGLA. The configuration is
+// the one ../shared/bench/torch_bench.py (GPU) and torch_cpu_bench.py (CPU) measure PyTorch on:
+//   cuda: V=8192, D=512, 6 layers, 8 heads of 64, MLP 4D (GELU tanh), B=16, T=1024
+//   cpu:  V=256,  D=128, 4 layers, 4 heads,        MLP 4D (GELU tanh), B=8,  T=256
+// with RMSNorm, tied embeddings, AdamW (lr 3e-4, wd 0.01) and clipping at 1.0. Run the PyTorch
+// anchor beside it in the same session to get a ratio.
+#include <chrono>
+#include <cstdio>
+
+#include "cuda/memory.h"
+#include "tools/bench_util.h"
+#include "tools/commands.h"
+#include "tools/flags.h"
+#include "train/adamw.h"
+#include "train/train_step.h"
+
+namespace linea::cli {
+
+namespace {
+
+struct Config {
+  std::string device = "cuda";
+  std::string models = "softmax,regla";
+  int64_t vocab = 0, d_model = 0, layers = 0, heads = 0, batch = 0, seq = 0;  // 0: the device's standard
+  int repeats = 10;
+  int warmup = 3;
+  std::string out;
+};
+
+void fill_standard(Config& c, bool cuda) {
+  auto pick = [](int64_t& field, int64_t gpu, int64_t cpu, bool on_cuda) {
+    if (field == 0) field = on_cuda ? gpu : cpu;
+  };
+  pick(c.vocab, 8192, 256, cuda);
+  pick(c.d_model, 512, 128, cuda);
+  pick(c.layers, 6, 4, cuda);
+  pick(c.heads, 8, 4, cuda);
+  pick(c.batch, 16, 8, cuda);
+  pick(c.seq, 1024, 256, cuda);
+}
+
+void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& out) {
+  const Device device = Device::parse(c.device);
+  nn::ModelConfig mc;
+  mc.vocab_size = c.vocab;
+  mc.d_model = c.d_model;
+  mc.heads = c.heads;
+  mc.pattern = std::string(c.layers, name == "softmax" ? 'S' : 'R');
+  mc.mlp = "gelu_tanh";
+  Generator gen(0);
+  nn::LanguageModel model(mc, gen);
+  model.to(device);
+  train::AdamW optimizer(model.named_parameters(), {.lr = 3e-4, .weight_decay = 0.01});
+  const train::Batch batch{randint(0, c.vocab, {c.batch, c.seq}, device, &gen),
+                           randint(0, c.vocab, {c.batch, c.seq}, device, &gen)};
+  auto step = [&] {
+    train::train_step(model, optimizer, {batch}, 1.0, device);
+    if (device.is_cuda()) cuda::synchronize(device.index);
+  };
+  if (device.is_cuda()) {
+    step();  // the allocator's pools fill on the first step
+    cuda::reset_peak(device.index);
+  }
+  const double ms = bench::median_ms(c.repeats, step, c.warmup);
+  bench::JsonLine line;
+  line.add("bench", "train").add("model", name).add("device", device.str()).add("params", model.num_parameters());
+  line.add("V", c.vocab).add("d", c.d_model).add("L", c.layers).add("H", c.heads).add("B", c.batch).add("T", c.seq);
+  line.add("step_ms", ms).add("tok_s", static_cast<double>(c.batch * c.seq) / ms * 1000.0);
+  if (device.is_cuda()) line.add("peak_gib", static_cast<double>(cuda::memory_stats(device.index).peak) / (1 << 30));
+  out.write(line);
+}
+
+int run(const std::string& program, std::span<const std::string> args) {
+  Config c;
+  Flags flags(program, "Times full training steps of the standard benchmark LM (JSON lines).");
+  flags.add("device", &c.device, "cuda (the GPU configuration) or cpu (the CPU configuration)");
+  flags.add("models", &c.models, "comma-separated: softmax, regla");
+  flags.add("vocab", &c.vocab, "vocabulary (0: the device's standard)");
+  flags.add("d-model", &c.d_model, "width (0: standard)");
+  flags.add("layers", &c.layers, "layers (0: standard)");
+  flags.add("heads", &c.heads, "heads (0: standard)");
+  flags.add("batch", &c.batch, "batch (0: standard)");
+  flags.add("seq", &c.seq, "sequence length (0: standard)");
+  flags.add("repeats", &c.repeats, "timed steps (the median is reported)");
+  flags.add("warmup", &c.warmup, "untimed steps first");
+  flags.add("out", &c.out, "also write the JSON lines to this file");
+  if (!flags.parse(args)) return 0;
+  fill_standard(c, Device::parse(c.device).is_cuda());
+  bench::JsonLinesOut out(c.out);
+  size_t start = 0;
+  while (start <= c.models.size()) {
+    const size_t end = std::min(c.models.find(',', start), c.models.size());
+    const std::string name = c.models.substr(start, end - start);
+    if (name != "softmax" && name != "regla") flags.fail("unknown model '" + name + "' (softmax, regla)");
+    bench_model(c, name, out);
+    start = end + 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command bench_train_target() { return {"train", "training steps/s of the standard LM (softmax and ReGLA)", run}; }
+
+}  // namespace linea::cli
