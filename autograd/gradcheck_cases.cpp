@@ -1,5 +1,5 @@
 // The gradient-check table: shared building blocks, and the table assembled from the families
-// of rows in gradcheck_cases_{elementwise,structure,nn}.cpp.
+// of rows in gradcheck_cases_{elementwise,structure,nn,attention,scan}.cpp.
 #include "autograd/gradcheck_cases.h"
 
 #include <algorithm>
@@ -123,6 +123,8 @@ std::vector<Case> op_cases() {
   cases::add_norm_cases(table);
   cases::add_indexing_cases(table);
   cases::add_dropout_cases(table);
+  cases::add_attention_cases(table);
+  cases::add_scan_cases(table);
   return table;
 }
 

@@ -10,6 +10,8 @@
 //   matmul.cpp     matmul with batch broadcasting
 //   softmax.cpp    softmax, log_softmax, cross_entropy
 //   norm.cpp       layer_norm, rms_norm
+//   attention.cpp  scaled_dot_product_attention (fused, causal, grouped-query, sliding window)
+//   scan.cpp       gated_linear_scan (the fused gated linear attention recurrence)
 //   indexing.cpp   index_select, gather, scatter_add, embedding
 //   dropout.cpp    dropout
 //   inplace.cpp    add_, mul_, fill_, copy_, ... (no autograd: for optimizers and initialisers)
@@ -149,6 +151,37 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // ---- normalization over the last dim; weight and bias (C) may be undefined ----
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+
+// ---- attention ----
+// Causal softmax attention through the fused kernel (FlashAttention-style on CUDA: no T x T
+// matrix in memory), equal to the composite
+//   softmax(masked_fill(q k^T * scale, !allowed, -inf)) v
+// with scale defaulting to 1/sqrt(dh). q (B, H, Tq, dh); k, v (B, KV, Tk, dh) with KV dividing H
+// (query head h reads K/V head h / (H / KV)) and Tq <= Tk: the queries are the LAST Tq positions
+// (Tq = 1 with a KV cache is decoding), so query row i sits at position Tk - Tq + i and sees key
+// positions s <= Tk - Tq + i, and with window W > 0 only the last W of them. -> (B, H, Tq, dh).
+// Its backward is a fused kernel too (not differentiable again).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window = 0,
+                                    std::optional<double> scale = {});
+
+// ---- scan ----
+// The gated linear attention recurrence through the fused kernel (tensor/backend.h: gated_scan),
+// per batch element and head, from S_0 = initial_state (zeros when undefined):
+//   S_t = diag(exp(gv_t)) S_{t-1} diag(exp(gk_t)) + v_t k_t^T,   o_t = S_t q_t.
+// q, k (B, H, T, dk); v (B, H, T, dv); log decays gk (B, H, T, dk) or (B, H, T, 1) (one per
+// step) or undefined (none), gv likewise over dv; initial_state (B, H, dv, dk). -> o (B, H, T, dv).
+// Equal to nn::linear::chunked_scan and recurrent_scan (the composite forms it is tested against),
+// differentiable in every input; its backward is one fused kernel that recomputes the states (not
+// differentiable again).
+Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                         const Tensor& initial_state = Tensor());
+// The same, also returning S_T (B, H, dv, dk), e.g. to go on decoding after a prompt. Both
+// outputs are differentiable (views of one recorded result).
+struct ScanResult {
+  Tensor out, final_state;
+};
+ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
+                                        const Tensor& gv, const Tensor& initial_state = Tensor());
 
 // ---- indexing ----
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D Int64

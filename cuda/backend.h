@@ -1,9 +1,18 @@
 #pragma once
-// The CUDA kernel set (see tensor/backend.h) of one device.
+// The CUDA kernel set (see tensor/backend.h) of one device, and the switches of its math.
+// Seen by CPU-only code (cuda/no_cuda.cpp implements it there), so it names no CUDA type.
 #include "tensor/backend.h"
 
 namespace linea::cuda {
 
+// The backend of GPU `device` (one instance per device); an Error when it does not exist.
 const Backend& cuda_backend(int device);
+
+// float32 GEMMs on TF32 tensor cores (10-bit mantissa inputs, float32 accumulation): on by
+// default, as in cuBLAS-based frameworks, because it is several times faster and training does
+// not notice; off with set_tf32(false) or the environment variable LINEA_TF32=0, for exact
+// float32 comparisons. float64 is never affected.
+void set_tf32(bool enabled);
+bool tf32_enabled();
 
 }  // namespace linea::cuda

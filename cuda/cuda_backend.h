@@ -2,9 +2,10 @@
 // The CUDA implementation of the kernel set (tensor/backend.h), one instance per device. Its
 // member functions are defined by family, one file each under cuda/kernels/: elementwise.cu,
 // reduce.cu, matmul.cpp (cuBLAS), indexing.cu, random.cu, softmax.cu, cross_entropy.cu, norm.cu,
-// attention.cu (FlashAttention-style), adamw.cu. Every kernel runs on the device's stream
-// (cuda/stream.h), in float32 (float64 where a kernel supports it: tests run both), and every
-// launch and library call is checked (cuda/check.h).
+// attention.cu (FlashAttention-style), gated_scan.cu, adamw.cu. Every kernel runs on the
+// device's stream (cuda/stream.h: each entry point starts with use_device(device_)), in float32
+// (float64 where a kernel supports it: tests run both), and every launch and library call is checked
+// (cuda/check.h, cuda/launch.cuh). Scratch memory comes from cuda/buffer.h.
 #include "tensor/backend.h"
 
 namespace linea::cuda {
@@ -45,6 +46,12 @@ class CudaBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& dout, double scale, int64_t window, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv) const override;
+  void gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                  const Tensor& initial_state, const Tensor& out, const Tensor& final_state) const override;
+  void gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                           const Tensor& initial_state, const Tensor& dout, const Tensor& dfinal_state,
+                           const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
+                           const Tensor& dgv, const Tensor& dinitial_state) const override;
   void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
                   const std::vector<bool>& decay, const AdamWHyper& hyper) const override;
@@ -54,5 +61,9 @@ class CudaBackend final : public Backend {
  private:
   int device_;
 };
+
+// `t` itself when contiguous, else a contiguous copy on its device (the twin of
+// cpu::contiguous_copy), for kernels that read plain rows.
+Tensor contiguous_copy(const Tensor& t);
 
 }  // namespace linea::cuda

@@ -1,5 +1,8 @@
 // Built instead of the CUDA sources when LINEA_CUDA is OFF: the device dimension still exists,
-// and asking for a CUDA device is a clear error rather than a link failure.
+// and asking for a CUDA device is a clear error rather than a link failure. Queries report an
+// empty device; the TF32 switch is kept so that code setting it runs unchanged.
+#include <atomic>
+
 #include "cuda/backend.h"
 #include "cuda/memory.h"
 
@@ -9,6 +12,7 @@ namespace {
 [[noreturn]] void not_built(const char* op) {
   fail(op, "linea was built without CUDA support; reconfigure with -DLINEA_CUDA=ON on a machine with nvcc");
 }
+std::atomic<bool> g_tf32{true};
 }  // namespace
 
 bool is_available() { return false; }
@@ -19,6 +23,12 @@ void copy_to_device(void*, const void*, size_t, int) { not_built("cuda.copy"); }
 void copy_to_host(void*, const void*, size_t, int) { not_built("cuda.copy"); }
 void copy_between_devices(void*, int, const void*, int, size_t) { not_built("cuda.copy"); }
 void synchronize(int) {}
+MemoryStats memory_stats(int) { return {}; }
+void reset_peak(int) {}
+void empty_cache(int) {}
+size_t allocation_size(size_t bytes) { return bytes; }
 const Backend& cuda_backend(int) { not_built("cuda"); }
+void set_tf32(bool enabled) { g_tf32.store(enabled); }
+bool tf32_enabled() { return g_tf32.load(); }
 
 }  // namespace linea::cuda

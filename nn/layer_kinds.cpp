@@ -47,6 +47,7 @@ std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> li
     c.scale = linear::parse_query_scale(o.get<std::string>("scale", linear::query_scale_name(c.scale)));
     c.key_max = linear::parse_key_max(o.get<std::string>("key_max", linear::key_max_name(c.key_max)));
     c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
+    c.scan.fused = o.get<bool>("fused_scan", c.scan.fused);
     o.finish();
     return std::make_shared<linear::LinearAttention>(c, gen);
   };
@@ -76,6 +77,7 @@ std::shared_ptr<SequenceMixer> make_griffin(const ModelConfig& config, Generator
   c.lru.a_min = o.get<double>("a_min", c.lru.a_min);
   c.lru.a_max = o.get<double>("a_max", c.lru.a_max);
   c.lru.scan.chunk_size = o.get<int64_t>("chunk_size", c.lru.scan.chunk_size);
+  c.lru.scan.fused = o.get<bool>("fused_scan", c.lru.scan.fused);
   o.finish();
   return std::make_shared<GriffinBlock>(c, gen);
 }
@@ -90,6 +92,7 @@ std::shared_ptr<SequenceMixer> make_wqkv(const ModelConfig& config, Generator& g
   c.slots = o.get<int64_t>("slots", c.slots);
   c.scale = parse_wqkv_scale(o.get<std::string>("scale", wqkv_scale_name(c.scale)));
   c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
+  c.scan.fused = o.get<bool>("fused_scan", c.scan.fused);
   o.finish();
   return std::make_shared<WqkvPooling>(c, gen);
 }

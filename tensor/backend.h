@@ -119,6 +119,31 @@ class Backend {
                                   const Tensor& lse, const Tensor& dout, double scale, int64_t window,
                                   const Tensor& dq, const Tensor& dk, const Tensor& dv) const = 0;
 
+  // The gated linear attention recurrence (nn/linear/scan.h), sequential in time per (batch,
+  // head) with the dv x dk state kept in fast memory, instead of the chunked scan's many small
+  // ops. With Dv_t = diag(exp(gv_t)) and Dk_t = diag(exp(gk_t)):
+  //   S_0 = initial_state,  S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T,  o_t = S_t q_t   (t = 1..T).
+  // q, k (B, H, T, dk); v (B, H, T, dv); the log decays gk (B, H, T, dk) or (B, H, T, 1) (one per
+  // step) or undefined (none), gv likewise over dv; initial_state (B, H, dv, dk) or undefined
+  // (zeros). out (B, H, T, dv); final_state (B, H, dv, dk) receives S_T, or is undefined (not
+  // wanted). The caller passes T, dk, dv, B * H >= 1 (autograd/ops/scan.cpp handles empty shapes).
+  virtual void gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                          const Tensor& initial_state, const Tensor& out, const Tensor& final_state) const = 0;
+  // forward was S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T, o_t = S_t q_t, so with G_t = dL/dS_t, which
+  // gathers everything that reaches S_t from the future,
+  //   G_T = dfinal_state + do_T q_T^T,   G_t = do_t q_t^T + Dv_{t+1} G_{t+1} Dk_{t+1},
+  //   dq_t = S_t^T do_t,   dv_t = G_t k_t,   dk_t = G_t^T v_t,   d initial_state = Dv_1 G_1 Dk_1,
+  // and as S_t[i,j] depends on gv_t[i] and gk_t[j] only through P_t = Dv_t S_{t-1} Dk_t,
+  //   dgv_t[i] = sum_j G_t[i,j] P_t[i,j],   dgk_t[j] = sum_i G_t[i,j] P_t[i,j]
+  // (a scalar decay sums both: sum_ij G_t P_t). The states are recomputed from the inputs (chunk
+  // checkpoints, then each chunk's states again): nothing from the forward is saved. dfinal_state
+  // undefined means zero; dq .. dinitial_state have their inputs' shapes, and are undefined where
+  // not wanted (then not written).
+  virtual void gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
+                                   const Tensor& gv, const Tensor& initial_state, const Tensor& dout,
+                                   const Tensor& dfinal_state, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                   const Tensor& dgk, const Tensor& dgv, const Tensor& dinitial_state) const = 0;
+
   // One AdamW step over many parameters at once (few launches on a GPU), in place:
   //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
   //   p -= lr * (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd_i * p)

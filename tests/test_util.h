@@ -32,8 +32,9 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
     return ::testing::AssertionFailure() << "shapes differ: " << actual.describe() << " vs " << expected.describe();
   const auto a = actual.to_vector<double>(), e = expected.to_vector<double>();
   for (size_t i = 0; i < a.size(); ++i) {
-    const bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
-    if (!both_nan && !(std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i])))
+    // Equal values (infinities included) and NaN against NaN are close whatever the tolerance.
+    const bool same = a[i] == e[i] || (std::isnan(a[i]) && std::isnan(e[i]));
+    if (!same && !(std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i])))
       return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs expected " << e[i];
   }
   return ::testing::AssertionSuccess();

@@ -21,6 +21,6 @@ CommandTable linea_commands();
 Command bench_ops_target();        // bench_ops.cpp
 Command bench_train_target();      // bench_train.cpp
 Command bench_attention_target();  // bench_attention.cpp
-Command bench_scan_target();  // bench_scan.cpp
+Command bench_scan_target();       // bench_scan.cpp
 
 }  // namespace linea::cli

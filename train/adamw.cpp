@@ -1,11 +1,31 @@
 #include "train/adamw.h"
 
-#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "tensor/backend.h"
 
 namespace linea::train {
 
 namespace {
+
 enum Buffer { kExpAvg, kExpAvgSq };
+
+// adamw_step walks p, m and v as flat arrays. Parameters made by modules and the buffers made by
+// the optimizer are contiguous; a parameter that is a strided view is updated through a copy.
+Tensor flat(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+
+// After the kernel wrote `updated` (t itself, or its flat copy) in place: copies a flat copy back,
+// and bumps t's version so that a tensor saved for backward before the step fails its check.
+void written_back(const Tensor& t, const Tensor& updated) {
+  if (updated.is_same(t)) {
+    t.bump_version();
+  } else {
+    Tensor target = t;
+    copy_(target, updated);  // bumps the version itself
+  }
+}
+
 }  // namespace
 
 AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options)
@@ -15,25 +35,54 @@ AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options)
               o.beta1, " and ", o.beta2);
   LINEA_CHECK(o.eps > 0 && o.weight_decay >= 0, "AdamW", "eps must be > 0 and weight_decay >= 0, got ", o.eps,
               " and ", o.weight_decay);
+  for (const NamedParameter& p : parameters()) params_.push_back(p.tensor);
 }
 
-// Composed from existing ops for now; the CUDA backend brings a fused kernel that reads p, g, m, v
-// once instead of through these temporaries.
+// Optimizer::step() calls update() for each parameter with a gradient, in order, and gradients do
+// not change during a step: so the first call can tell which parameter comes last, and the last
+// call runs the whole step in a few fused kernel calls instead of one chain of ops per tensor.
 void AdamW::update(Slot& slot, const Tensor& grad) {
-  const AdamWOptions& o = options_;
-  Tensor& p = slot.param.tensor;
-  Tensor& m = slot.buffers[kExpAvg];
-  Tensor& v = slot.buffers[kExpAvgSq];
-  const double t = static_cast<double>(slot.updates);
+  const Tensor& p = slot.param.tensor;
+  LINEA_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), "AdamW",
+              "the gradient of '", slot.param.name, "' is ", grad.describe(), " but the parameter is ", p.describe());
+  if (pending_.empty()) {
+    last_ = p.impl_ptr();
+    for (const Tensor& t : params_)
+      if (t.grad().defined()) last_ = t.impl_ptr();
+  }
+  pending_.push_back({p, grad, slot.buffers[kExpAvg], slot.buffers[kExpAvgSq], slot.param.weight_decay, slot.updates});
+  if (p.impl_ptr() == last_) flush();
+}
 
-  add_(mul_(m, o.beta1), grad, 1.0 - o.beta1);
-  add_(mul_(v, o.beta2), grad * grad, 1.0 - o.beta2);
-  const double bias_correction1 = 1.0 - std::pow(o.beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(o.beta2, t);
-  // The decay uses p before this step's Adam move, as in the formula: shrink first.
-  if (slot.param.weight_decay && o.weight_decay != 0) mul_(p, 1.0 - lr() * o.weight_decay);
-  const Tensor denom = sqrt(v / bias_correction2) + o.eps;
-  add_(p, m / denom, -lr() / bias_correction1);
+void AdamW::flush() {
+  const std::vector<Pending> pending = std::move(pending_);  // empty even if a kernel throws
+  pending_.clear();
+  const AdamWOptions& o = options_;
+  // Groups in a fixed order (device, dtype, step), each one adamw_step call.
+  using Key = std::tuple<int, int, int, int64_t>;
+  std::map<Key, std::vector<const Pending*>> groups;
+  for (const Pending& u : pending) {
+    const Device d = u.param.device();
+    groups[{static_cast<int>(d.kind), d.index, static_cast<int>(u.param.dtype()), u.step}].push_back(&u);
+  }
+  for (const auto& [key, members] : groups) {
+    std::vector<Tensor> params, grads, exp_avg, exp_avg_sq;
+    std::vector<bool> decay;
+    for (const Pending* u : members) {
+      params.push_back(flat(u->param));
+      grads.push_back(u->grad);
+      exp_avg.push_back(flat(u->exp_avg));
+      exp_avg_sq.push_back(flat(u->exp_avg_sq));
+      decay.push_back(u->decay && o.weight_decay != 0);
+    }
+    const Backend::AdamWHyper hyper{lr(), o.beta1, o.beta2, o.eps, o.weight_decay, std::get<3>(key)};
+    backend_for(params.front()).adamw_step(params, grads, exp_avg, exp_avg_sq, decay, hyper);
+    for (size_t i = 0; i < members.size(); ++i) {
+      written_back(members[i]->param, params[i]);
+      written_back(members[i]->exp_avg, exp_avg[i]);
+      written_back(members[i]->exp_avg_sq, exp_avg_sq[i]);
+    }
+  }
 }
 
 }  // namespace linea::train

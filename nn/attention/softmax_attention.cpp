@@ -51,7 +51,19 @@ Tensor SoftmaxAttention::project_heads(const Linear& proj, const Tensor& x, int6
   return rotate && rope_ ? rope_->forward(h, offset) : h;
 }
 
-Tensor SoftmaxAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) const {
+Tensor SoftmaxAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v) const {
+  const int64_t batch = q.size(0), tq = q.size(2), tk = k.size(2);
+  if (config_.fused || q.device().is_cuda()) {
+    const Tensor out = scaled_dot_product_attention(q, k, v, config_.window);  // (B, H, Tq, dh)
+    return reshape(transpose(out, 1, 2), {batch, tq, config_.heads * config_.head_dim});
+  }
+  // With one query (decoding) every key kept in the cache is visible: no mask needed.
+  const Tensor allowed = tq == 1 ? Tensor() : allowed_positions(tq, tk - tq, tk, 0, config_.window, q.device());
+  return attend_composite(q, k, v, allowed);
+}
+
+Tensor SoftmaxAttention::attend_composite(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& allowed) const {
   const int64_t batch = q.size(0), tq = q.size(2), tk = k.size(2), dh = config_.head_dim;
   const int64_t kv = config_.kv_heads, group = config_.heads / kv;
   // Query heads h = j * group + g share K/V head j: view q as (B, KV, G*Tq, dh).
@@ -69,12 +81,10 @@ Tensor SoftmaxAttention::attend(const Tensor& q, const Tensor& k, const Tensor& 
 
 Tensor SoftmaxAttention::forward(const Tensor& x) {
   check_sequence_input(x, config_.d_model, "SoftmaxAttention");
-  const int64_t time = x.size(1);
   const Tensor q = project_heads(*q_proj, x, config_.heads, 0, true);
   const Tensor k = project_heads(*k_proj, x, config_.kv_heads, 0, true);
   const Tensor v = project_heads(*v_proj, x, config_.kv_heads, 0, false);
-  const Tensor allowed = allowed_positions(time, 0, time, 0, config_.window, x.device());
-  return o_proj->forward(attend(q, k, v, allowed));
+  return o_proj->forward(attend(q, k, v));
 }
 
 std::unique_ptr<DecodeState> SoftmaxAttention::init_state(int64_t) const { return std::make_unique<KVCache>(); }
@@ -96,8 +106,8 @@ Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) {
     cache->v = narrow(cache->v, 2, drop, config_.window);
   }
   ++cache->position;
-  // Every cached position is visible to the newest token: no mask needed.
-  return squeeze(o_proj->forward(attend(q, cache->k, cache->v, Tensor())), 1);
+  // Every cached position is visible to the newest token (the window bounds the cache).
+  return squeeze(o_proj->forward(attend(q, cache->k, cache->v)), 1);
 }
 
 }  // namespace linea::nn

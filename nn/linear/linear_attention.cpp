@@ -122,7 +122,7 @@ Tensor LinearAttention::finish(const Tensor& o_in) {
 Tensor LinearAttention::forward(const Tensor& x) {
   check_sequence_input(x, config_.d_model, "LinearAttention");
   const ScanInputs in = prepare(x, Tensor(), config_.key_max);
-  const Tensor o = chunked_scan(in.q, in.k, in.v, in.gk, in.gv, Tensor(), nullptr, config_.scan);  // (B, H, T, .)
+  const Tensor o = scan(in.q, in.k, in.v, in.gk, in.gv, Tensor(), nullptr, config_.scan);  // (B, H, T, .)
   return finish(transpose(o, 1, 2));
 }
 

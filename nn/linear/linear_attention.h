@@ -10,8 +10,9 @@
 //                                                  S_t's row for an extra value column of ones
 //   y_t = W_o merge_heads(Norm(o_t))               stable normalization (optional)
 //
-// forward(x) runs the chunked scan (the parallel form), step(x, state) the recurrent one; the
-// state is S (with c), the running key max and the position, fixed in size.
+// forward(x) runs the whole sequence through scan() (nn/linear/scan.h: the fused kernel, or the
+// chunked parallel form), step(x, state) the recurrent one; the state is S (with c), the running
+// key max and the position, fixed in size.
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,7 +53,7 @@ struct LinearAttentionConfig {
   double output_norm_eps = 1e-6;
   QueryScale scale = QueryScale::InvSqrtDim;
   KeyMaxMode key_max = KeyMaxMode::Prefix;  // only for maps with a key log shift (normalized exp)
-  ScanOptions scan;                         // chunk_size (64) and sub_block (16) of forward
+  ScanOptions scan;                         // forward's scan: fused, or chunked (chunk_size 64, sub_block 16)
   bool projection_bias = false;             // biases on W_q, W_k, W_v, W_o
 };
 

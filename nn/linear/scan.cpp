@@ -309,6 +309,16 @@ Tensor chunked_scan(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, 
   return N * C == T ? out : narrow(out, 2, 0, T);
 }
 
+Tensor scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+            const Tensor& initial_state, Tensor* final_state, const ScanOptions& options) {
+  if (!options.fused) return chunked_scan(q, k, v, gk, gv, initial_state, final_state, options);
+  check_inputs("scan", 4, q, k, v, gk, gv, initial_state);
+  if (final_state == nullptr) return gated_linear_scan(q, k, v, gk, gv, initial_state);
+  ScanResult result = gated_linear_scan_with_state(q, k, v, gk, gv, initial_state);
+  *final_state = result.final_state;
+  return result.out;
+}
+
 // forward is S_t = diag(exp(gv)) S_{t-1} diag(exp(gk)) + v k^T, o = S_t q.
 Tensor scan_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv, Tensor& state) {
   check_inputs("scan_step", 3, q, k, v, gk, gv, state);

@@ -17,7 +17,10 @@
 //                   T x C x d tensor is formed. Every exponent is <= 0, so nothing overflows.
 //   scan_step       the recurrent form: one token, state in, state out (size independent of T).
 //
-// Both are composite (made of differentiable ops), so their gradients come from autograd.
+// Both are composite (made of differentiable ops), so their gradients come from autograd; they
+// document the math and are the reference for the fused kernel (autograd/ops.h:
+// gated_linear_scan), which runs the recurrence itself, per (batch, head) with the state in fast
+// memory, forward and backward in one kernel each. `scan` picks between the two for the layers.
 #include "autograd/ops.h"
 
 namespace linea::nn::linear {
@@ -25,7 +28,18 @@ namespace linea::nn::linear {
 struct ScanOptions {
   int64_t chunk_size = 64;  // C
   int64_t sub_block = 16;   // secondary chunking inside a chunk (divides chunk_size)
+  // scan() runs the fused kernel (true) or chunked_scan with the two sizes above (false). Both
+  // compute the same recurrence; the fused one is several times faster (`linea bench scan`) and
+  // keeps only its inputs for backward. false is there to compare the two, and for double
+  // backward (the fused backward is not differentiable again).
+  bool fused = true;
 };
+
+// The recurrence for the layers' forward: gated_linear_scan when options.fused, else
+// chunked_scan. Same arguments and result as chunked_scan (final_state, when non-null, receives
+// S_T, differentiable either way).
+Tensor scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+            const Tensor& initial_state = Tensor(), Tensor* final_state = nullptr, const ScanOptions& options = {});
 
 // q, k (B, H, T, dk); v (B, H, T, dv); gk (B, H, T, dk|1) or undefined; gv (B, H, T, dv|1) or
 // undefined; initial_state (B, H, dv, dk) or undefined (zeros). Returns o (B, H, T, dv); when

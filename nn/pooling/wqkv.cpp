@@ -59,7 +59,7 @@ Tensor WqkvPooling::finish(const Tensor& o) const {
 //   e_l = e^{w_l - m_l},  g_l = m_{l-1} - m_l (g_0 = 0: the state before the first token is empty)
 //   M_l = e^{g_l} M_{l-1} + e_l k_l^T,  N_l = e^{g_l} N_{l-1} + e_l,  P_l = P_{l-1} e^{g_l} + v_l e_l^T
 //   o_l = P_l (p_l / N_l),  p_l = softmax(M_l q_l / N_l)
-// with each recurrence run by the chunked scan (see the header).
+// with each recurrence run by the gated scan (see the header).
 Tensor WqkvPooling::forward(const Tensor& x) {
   check_sequence_input(x, config_.d_model, "WqkvPooling");
   const int64_t T = x.size(1);
@@ -73,10 +73,10 @@ Tensor WqkvPooling::forward(const Tensor& x) {
     log_decay = m_prev - m;
   }
   const Tensor e = exp(p.w - m);  // <= 1, and exactly 1 where w_l is the running max
-  const Tensor qm = linear::chunked_scan(p.q, p.k, e, Tensor(), log_decay, Tensor(), nullptr, config_.scan);
+  const Tensor qm = linear::scan(p.q, p.k, e, Tensor(), log_decay, Tensor(), nullptr, config_.scan);
   const Tensor n = linear_recurrence(log_decay, e, Tensor(), nullptr, config_.scan);  // >= 1
   const Tensor probs = softmax(qm / n, -1);                                            // (B, H, T, S)
-  const Tensor o = linear::chunked_scan(probs / n, e, p.v, log_decay, Tensor(), Tensor(), nullptr, config_.scan);
+  const Tensor o = linear::scan(probs / n, e, p.v, log_decay, Tensor(), Tensor(), nullptr, config_.scan);
   return finish(o);
 }
 

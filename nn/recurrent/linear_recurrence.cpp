@@ -20,7 +20,7 @@ Tensor linear_recurrence(const Tensor& log_a, const Tensor& b, const Tensor& h0,
   const Tensor one = ones({batch, 1, T, 1}, {b.dtype(), b.device()});  // q = k = 1
   const Tensor s0 = h0.defined() ? reshape(h0, {batch, 1, C, 1}) : Tensor();
   Tensor s_final;
-  const Tensor h = linear::chunked_scan(one, one, v, Tensor(), gv, s0, final_h ? &s_final : nullptr, options);
+  const Tensor h = linear::scan(one, one, v, Tensor(), gv, s0, final_h ? &s_final : nullptr, options);
   if (final_h) *final_h = reshape(s_final, state_shape);
   return reshape(h, b.shape());
 }

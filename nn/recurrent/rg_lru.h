@@ -27,7 +27,7 @@
 //   * No reset at the first token: h_0 = sqrt(1 - a_0^2) (i_0 x_0) as the equations say
 //     (RecurrentGemma drops the sqrt factor at a document's first token).
 //
-// Forms: forward runs the recurrence in parallel (linear_recurrence.h: the chunked scan), step
+// Forms: forward runs the whole sequence (linear_recurrence.h: the gated scan), step
 // one token; both can start from a state h (B, W) and hand the last one back.
 #include <memory>
 
@@ -57,7 +57,7 @@ struct RGLRUConfig {
   double c = 8.0;
   double a_min = 0.9, a_max = 0.999;  // a^c ~ U[a_min, a_max] at init, 0 < a_min <= a_max < 1
   double max_sqrt_gradient = 1000.0;
-  linear::ScanOptions scan{};  // chunks of the parallel form
+  linear::ScanOptions scan{};  // forward's scan: fused, or the chunks of the parallel form
 };
 
 class RGLRU : public Module {

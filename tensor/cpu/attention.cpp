@@ -118,7 +118,9 @@ void CpuBackend::adamw_step(const std::vector<Tensor>& params, const std::vector
   const double correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor grad = contiguous_copy(grads[i]);
-    const double wd = decay[i] ? hp.weight_decay : 0.0;
+    // The decay shrinks p before the Adam move (AdamW's order, and PyTorch's): p * (1 - lr wd),
+    // which leaves p * (1 - lr wd) exactly when the move is zero.
+    const double shrink = 1.0 - hp.lr * (decay[i] ? hp.weight_decay : 0.0);
     dispatch_floating(params[i].dtype(), "adamw_step", [&]<class T>() {
       T *p = params[i].data<T>(), *m = exp_avg[i].data<T>(), *v = exp_avg_sq[i].data<T>();
       const T* g = grad.data<T>();
@@ -129,8 +131,8 @@ void CpuBackend::adamw_step(const std::vector<Tensor>& params, const std::vector
           const double ve = hp.beta2 * v[e] + (1 - hp.beta2) * ge * ge;
           m[e] = static_cast<T>(me);
           v[e] = static_cast<T>(ve);
-          const double update = (me / correction1) / (std::sqrt(ve / correction2) + hp.eps) + wd * p[e];
-          p[e] = static_cast<T>(p[e] - hp.lr * update);
+          const double move = (me / correction1) / (std::sqrt(ve / correction2) + hp.eps);
+          p[e] = static_cast<T>(p[e] * shrink - hp.lr * move);
         }
       });
     });

@@ -1,8 +1,8 @@
 #pragma once
 // The CPU implementation of the kernel set (tensor/backend.h). Its member functions are defined
 // by family: elementwise.cpp, reduce.cpp, matmul.cpp (OpenBLAS), indexing.cpp, softmax.cpp,
-// norm.cpp, random.cpp. Kernels are templates over the element type, instantiated for float and
-// double through dispatch_floating.
+// norm.cpp, random.cpp, attention.cpp (with AdamW), gated_scan.cpp. Kernels are templates over
+// the element type, instantiated for float and double through dispatch_floating.
 #include "tensor/backend.h"
 
 namespace linea::cpu {
@@ -44,6 +44,12 @@ class CpuBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& lse, const Tensor& dout, double scale, int64_t window,
                           const Tensor& dq, const Tensor& dk, const Tensor& dv) const override;
+  void gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                  const Tensor& initial_state, const Tensor& out, const Tensor& final_state) const override;
+  void gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                           const Tensor& initial_state, const Tensor& dout, const Tensor& dfinal_state,
+                           const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
+                           const Tensor& dgv, const Tensor& dinitial_state) const override;
   void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
                   const std::vector<bool>& decay, const AdamWHyper& hyper) const override;

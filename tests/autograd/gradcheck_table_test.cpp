@@ -61,7 +61,7 @@ TEST(GradcheckTableShape, CoversEveryDifferentiableOp) {
       "add", "sub", "mul", "div", "maximum", "minimum", "where", "masked_fill", "tril", "triu",
       "sum", "mean", "amax", "amin", "max", "min", "logsumexp", "var", "cumsum", "sum_to", "matmul",
       "softmax", "log_softmax", "cross_entropy", "layer_norm", "rms_norm",
-      "index_select", "gather", "scatter_add", "embedding", "dropout",
+      "index_select", "gather", "scatter_add", "embedding", "dropout", "gated_linear_scan",
   };
   for (const char* op : expected) EXPECT_TRUE(ops.count(op)) << "no gradient-check case for " << op;
 }

@@ -1,0 +1,134 @@
+// The gated linear attention recurrence as one differentiable op over two fused kernels
+// (tensor/backend.h: gated_scan, gated_scan_backward), instead of the composite chunked scan of
+// nn/linear/scan.cpp with its dozens of small ops per chunk and their saved intermediates
+// (tests/autograd/gated_scan_test.cpp checks the two, and the recurrent form, against each other).
+// It saves only its inputs: the backward recomputes the states.
+#include "autograd/ops/common.h"
+
+namespace linea {
+
+using namespace ops_detail;
+
+namespace {
+
+void check_scan_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
+                       const Tensor& gv, const Tensor& s0) {
+  check_floating(q, op);
+  for (const Tensor* x : {&k, &v, &gk, &gv, &s0})
+    if (x == &k || x == &v || x->defined()) check_compatible(q, *x, op);
+  LINEA_CHECK(q.dim() == 4, op, "q must be (B, H, T, dk), got ", q.describe());
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3);
+  LINEA_CHECK(k.shape() == q.shape(), op, "k must have q's shape (B, H, T, dk), got q ", q.describe(), " and k ",
+              k.describe());
+  LINEA_CHECK(v.dim() == 4 && v.size(0) == B && v.size(1) == H && v.size(2) == T, op,
+              "v must be (B, H, T, dv) with q's B, H, T, got q ", q.describe(), " and v ", v.describe());
+  const int64_t dv = v.size(3);
+  // A log decay has the shape of q (gk) or v (gv), or a last dim of 1: one decay per step.
+  auto check_decay = [&](const Tensor& g, const char* name, int64_t width, const char* like) {
+    if (!g.defined()) return;
+    LINEA_CHECK(g.dim() == 4 && g.size(0) == B && g.size(1) == H && g.size(2) == T &&
+                    (g.size(3) == width || g.size(3) == 1),
+                op, name, " must be (", B, ", ", H, ", ", T, ", ", width, ") like ", like, ", or (", B, ", ", H, ", ",
+                T, ", 1) for one decay per step, got ", g.describe());
+  };
+  check_decay(gk, "gk", dk, "q");
+  check_decay(gv, "gv", dv, "v");
+  LINEA_CHECK(!s0.defined() || s0.shape() == Shape({B, H, dv, dk}), op, "initial_state must be (B, H, dv, dk) = (",
+              B, ", ", H, ", ", dv, ", ", dk, ") for q ", q.describe(), " and v ", v.describe(), ", got ",
+              s0.describe());
+}
+
+// Runs the forward kernel into out (B, H, T, dv) and, when defined, final_state (B, H, dv, dk).
+void scan_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                  const Tensor& s0, Tensor& out, Tensor& final_state) {
+  if (q.numel() > 0 && v.numel() > 0) {
+    backend_for(q).gated_scan(q, k, v, gk, gv, s0, out, final_state);
+    return;
+  }
+  // No step, or an empty state (dk or dv of 0): o is a sum over nothing, and S_T = S_0 where the
+  // state has any elements at all (T = 0).
+  fill_(out, 0.0);
+  if (!final_state.defined()) return;
+  if (s0.defined()) copy_(final_state, s0);
+  else fill_(final_state, 0.0);
+}
+
+// The inputs, saved for backward, and which of them want a gradient.
+struct Saved {
+  SavedTensor q, k, v, gk, gv, s0;
+  bool need[6];
+
+  Saved(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_, const Tensor& s0_)
+      : q(q_), k(k_), v(v_), gk(gk_), gv(gv_), s0(s0_) {
+    const Tensor* all[6] = {&q_, &k_, &v_, &gk_, &gv_, &s0_};
+    for (int i = 0; i < 6; ++i) need[i] = all[i]->defined() && all[i]->requires_grad();
+  }
+};
+
+// The gradients of (q, k, v, gk, gv, initial_state) given dout and dfinal (undefined: zero);
+// undefined where not wanted.
+Grads scan_backward(const Saved& saved, const Tensor& dout, const Tensor& dfinal) {
+  const Tensor inputs[6] = {saved.q.get(),  saved.k.get(),  saved.v.get(),
+                            saved.gk.get(), saved.gv.get(), saved.s0.get()};
+  Grads g(6);
+  for (int i = 0; i < 6; ++i)
+    if (saved.need[i]) g[i] = empty(inputs[i].shape(), inputs[i].dtype(), inputs[i].device());
+  const Tensor &q = inputs[0], &v = inputs[2];
+  if (q.numel() > 0 && v.numel() > 0) {
+    backend_for(q).gated_scan_backward(q, inputs[1], v, inputs[3], inputs[4], inputs[5], dout, dfinal, g[0], g[1],
+                                       g[2], g[3], g[4], g[5]);
+    return g;
+  }
+  // Empty shapes (see scan_forward): every gradient is a sum over nothing, except that with
+  // T = 0 the final state is the initial one.
+  for (Tensor& x : g)
+    if (x.defined()) fill_(x, 0.0);
+  if (g[5].defined() && dfinal.defined()) copy_(g[5], dfinal);
+  return g;
+}
+
+}  // namespace
+
+// q, k (B,H,T,dk), v (B,H,T,dv), gk (B,H,T,dk|1), gv (B,H,T,dv|1), initial_state (B,H,dv,dk)
+// -> o (B,H,T,dv).
+Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                         const Tensor& initial_state) {
+  const char* op = "gated_linear_scan";
+  check_scan_inputs(op, q, k, v, gk, gv, initial_state);
+  Tensor out = empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype(), q.device());
+  Tensor no_final;
+  scan_forward(q, k, v, gk, gv, initial_state, out, no_final);
+  return record(op, {q, k, v, gk, gv, initial_state}, out,
+                [saved = Saved(q, k, v, gk, gv, initial_state)](const Tensor& gout) -> Grads {
+                  return scan_backward(saved, gout, Tensor());
+                });
+}
+
+// One node has one output (autograd/node.h), so o and S_T are written into one flat tensor, which
+// is recorded, and returned as two views of it: gradients reaching either view arrive at the node
+// as one flat gradient, which backward splits again into dout and dfinal.
+ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
+                                        const Tensor& gv, const Tensor& initial_state) {
+  const char* op = "gated_linear_scan";
+  check_scan_inputs(op, q, k, v, gk, gv, initial_state);
+  const Shape out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
+  const Shape state_shape{q.size(0), q.size(1), v.size(3), q.size(3)};
+  const int64_t n_out = numel_of(out_shape), n_state = numel_of(state_shape);
+  auto split = [=](const Tensor& flat) {
+    return ScanResult{reshape(narrow(flat, 0, 0, n_out), out_shape),
+                      reshape(narrow(flat, 0, n_out, n_state), state_shape)};
+  };
+  Tensor flat = empty({n_out + n_state}, q.dtype(), q.device());
+  {
+    ScanResult parts = split(flat);
+    scan_forward(q, k, v, gk, gv, initial_state, parts.out, parts.final_state);
+  }
+  flat = record(op, {q, k, v, gk, gv, initial_state}, flat,
+                [saved = Saved(q, k, v, gk, gv, initial_state), split](const Tensor& gflat) -> Grads {
+                  const ScanResult g = split(gflat);
+                  return scan_backward(saved, g.out, g.final_state);
+                });
+  return split(flat);
+}
+
+}  // namespace linea

@@ -1,0 +1,590 @@
+// Causal softmax attention in the FlashAttention manner (Dao et al. 2022; the FlashAttention-2
+// work split), against the CPU oracle (tensor/cpu/attention.cpp). No T x T matrix ever exists in
+// device memory: scores live in registers and one shared-memory tile at a time.
+//
+// Forward: one block per (batch, head, tile of BQ query rows). The Q tile stays in shared memory
+// while the block streams over the K/V tiles its rows can see, keeping per row a running max m,
+// a running sum l of exp(score - m) and an unnormalised output o (the online softmax): a new tile
+// with a larger max rescales l and o by exp(m_old - m_new). At the end o / l is the output and
+// m + log l the row's logsumexp, saved for backward.
+//
+// Backward recomputes the probabilities tile by tile from q, k and the saved logsumexp:
+//   p = exp(scale q.k - lse),  dv += p do,  dp = do.v,  ds = p (dp - D) with D_i = do_i . o_i,
+//   dq += scale ds k,  dk += scale ds q.
+// Deterministic without atomics: dk and dv are accumulated in registers by the one block that owns
+// their key tile (looping over every query tile, and every query head of the K/V head's group,
+// that sees it), and dq by a separate pass with one block per query tile. D comes from a small
+// kernel first.
+//
+// Tiles: every kernel gives each thread RM rows x CN columns of the score tile and the same RM
+// rows x DN head dims of its output tile; the 8 threads of a row group are adjacent lanes, so row
+// maxima and sums are three shuffles. Head dims are padded with zeros in shared memory to
+// D = 32, 64 or 128 (so any dh <= 128 works; more is an error); each shared row is padded by one
+// element so that the threads of a warp reading down a column hit different banks. Scores and
+// sums are in float32 for float32 inputs (float64 for float64). Tiles that a sliding window or the
+// causal mask hides entirely are never loaded; partly hidden ones are masked elementwise.
+#include "cuda/buffer.h"
+#include "cuda/kernels/rows.cuh"
+
+namespace linea::cuda {
+
+namespace {
+
+// Element strides of the batch, head and position dims of a (B, heads, T, dh) tensor whose last
+// dim is contiguous.
+struct HeadStrides {
+  int64_t b, h, t;
+};
+
+struct AttentionShape {
+  int64_t batch, heads, kv_heads, tq, tk, dh, window;
+};
+
+// Whether query row i (position tk - tq + i) sees key position s.
+__device__ __forceinline__ bool visible(int64_t row, int64_t key, const AttentionShape& s) {
+  const int64_t position = s.tk - s.tq + row;
+  return row < s.tq && key <= position && (s.window == 0 || key > position - s.window);
+}
+
+// The thread layout of a tile kernel: kThreads threads in row groups of kCols adjacent lanes.
+template <int D, int kRows, int kColumns, int kThreads>
+struct Layout {
+  static constexpr int kCols = 8;                  // threads sharing a row (a row group)
+  static constexpr int kGroups = kThreads / kCols;  // row groups
+  static constexpr int RM = kRows / kGroups;       // rows per thread
+  static constexpr int CN = kColumns / kCols;      // score columns per thread
+  static constexpr int DN = D / kCols;             // head dims per thread
+  static constexpr int LD = D + 1;                 // shared row of a Q/K/V/dO tile, padded
+  static constexpr int LS = kColumns + 1;          // shared row of a score tile, padded
+  static_assert(RM * kGroups == kRows && CN * kCols == kColumns && DN * kCols == D, "tile does not divide");
+};
+
+// Rows [row0, row0 + kRows) of a (n_rows, dh) matrix with rows `stride` apart, into shared rows of
+// D + 1; zeros past n_rows and dh.
+template <int kRows, int D, int kThreads, class T>
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh) {
+  for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
+    const int r = e / D, c = e % D;
+    const int64_t row = row0 + r;
+    dst[r * (D + 1) + c] = row < n_rows && c < dh ? src[row * stride + c] : T(0);
+  }
+}
+
+// Max and sum over the 8 adjacent lanes of a row group.
+template <class T>
+__device__ __forceinline__ T row_group_max(T v) {
+#pragma unroll
+  for (int offset = 1; offset < 8; offset <<= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+template <class T>
+__device__ __forceinline__ T row_group_sum(T v) {
+#pragma unroll
+  for (int offset = 1; offset < 8; offset <<= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The key range [first tile start, last key] the query rows [q0, q0 + kRows) can see.
+struct KeySpan {
+  int64_t first, last;
+};
+template <int kRows, int kKeys>
+__device__ __forceinline__ KeySpan key_span(int64_t q0, const AttentionShape& s) {
+  const int64_t offset = s.tk - s.tq;
+  const int64_t last_row = (q0 + kRows < s.tq ? q0 + kRows : s.tq) - 1;
+  int64_t first = s.window > 0 ? offset + q0 - s.window + 1 : 0;
+  if (first < 0) first = 0;
+  return {(first / kKeys) * kKeys, offset + last_row};
+}
+
+// Block -> (batch, head, query tile), the tiles with the most keys (the last ones) first so that
+// the long blocks do not end up alone at the tail of the grid.
+struct QueryTile {
+  int64_t b, h, q0;
+};
+template <int kRows>
+__device__ __forceinline__ QueryTile query_tile(const AttentionShape& s) {
+  const int64_t heads = s.batch * s.heads, tiles = (s.tq + kRows - 1) / kRows;
+  const int64_t bh = blockIdx.x % heads, tile = tiles - 1 - blockIdx.x / heads;
+  return {bh / s.heads, bh % s.heads, tile * kRows};
+}
+
+template <class T, int D, int BQ, int BK, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs, T* out,
+                             T* lse, AttentionShape s, T scale) {
+  using L = Layout<D, BQ, BK, kThreads>;
+  constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sK = sQ + BQ * LD;
+  T* sV = sK + BK * LD;
+  T* sP = sV + BK * LD;  // BQ x LS probabilities of the current key tile
+
+  const QueryTile t = query_tile<BQ>(s);
+  const int64_t kvh = t.h / (s.heads / s.kv_heads);
+  const int rg = threadIdx.x / C, cg = threadIdx.x % C;
+  const T* kb = k + t.b * ks.b + kvh * ks.h;
+  const T* vb = v + t.b * vs.b + kvh * vs.h;
+  load_tile<BQ, D, kThreads>(sQ, q + t.b * qs.b + t.h * qs.h, qs.t, t.q0, s.tq, s.dh);
+
+  T m[RM], l[RM], o[RM][DN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    m[i] = -kInf;
+    l[i] = 0;
+#pragma unroll
+    for (int n = 0; n < DN; ++n) o[i][n] = 0;
+  }
+
+  const KeySpan span = key_span<BQ, BK>(t.q0, s);
+  for (int64_t k0 = span.first; k0 <= span.last; k0 += BK) {
+    __syncthreads();  // the previous tile's readers are done with sK, sV, sP
+    load_tile<BK, D, kThreads>(sK, kb, ks.t, k0, s.tk, s.dh);
+    load_tile<BK, D, kThreads>(sV, vb, vs.t, k0, s.tk, s.dh);
+    __syncthreads();
+
+    T sc[RM][CN];
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < CN; ++j) sc[i][j] = 0;
+#pragma unroll 4
+    for (int d = 0; d < D; ++d) {
+      T qd[RM];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) qd[i] = sQ[(rg * RM + i) * LD + d];
+#pragma unroll
+      for (int j = 0; j < CN; ++j) {
+        const T kd = sK[(cg + C * j) * LD + d];
+#pragma unroll
+        for (int i = 0; i < RM; ++i) sc[i][j] += qd[i] * kd;
+      }
+    }
+
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const int64_t row = t.q0 + rg * RM + i;
+      T tile_max = -kInf;
+#pragma unroll
+      for (int j = 0; j < CN; ++j) {
+        sc[i][j] = visible(row, k0 + cg + C * j, s) ? sc[i][j] * scale : -kInf;
+        tile_max = fmax(tile_max, sc[i][j]);
+      }
+      const T m_new = fmax(m[i], row_group_max(tile_max));
+      // Nothing visible yet: subtract 0, so that exp(-inf - 0) = 0 rather than exp(-inf + inf).
+      const T base = m_new == -kInf ? T(0) : m_new;
+      const T alpha = exp(m[i] - base);
+      T sum = 0;
+#pragma unroll
+      for (int j = 0; j < CN; ++j) {
+        sc[i][j] = exp(sc[i][j] - base);
+        sum += sc[i][j];
+        sP[(rg * RM + i) * LS + cg + C * j] = sc[i][j];
+      }
+      l[i] = l[i] * alpha + row_group_sum(sum);
+      m[i] = m_new;
+#pragma unroll
+      for (int n = 0; n < DN; ++n) o[i][n] *= alpha;
+    }
+    __syncthreads();
+
+#pragma unroll 4
+    for (int c = 0; c < BK; ++c) {
+      T p[RM];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) p[i] = sP[(rg * RM + i) * LS + c];
+#pragma unroll
+      for (int n = 0; n < DN; ++n) {
+        const T vd = sV[c * LD + cg + C * n];
+#pragma unroll
+        for (int i = 0; i < RM; ++i) o[i][n] += p[i] * vd;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t row = t.q0 + rg * RM + i;
+    if (row >= s.tq) continue;
+    const int64_t at = (t.b * s.heads + t.h) * s.tq + row;
+    const T inv = l[i] > 0 ? T(1) / l[i] : T(0);
+#pragma unroll
+    for (int n = 0; n < DN; ++n) {
+      const int d = cg + C * n;
+      if (d < s.dh) out[at * s.dh + d] = o[i][n] * inv;
+    }
+    if (cg == 0) lse[at] = l[i] > 0 ? m[i] + log(l[i]) : -kInf;
+  }
+}
+
+// D_i = dout_i . out_i, one warp per row.
+template <class T>
+__global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* out, T* delta, AttentionShape s) {
+  const int64_t rows = s.batch * s.heads * s.tq;
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * (blockDim.x / 32)) {
+    const int64_t bh = row / s.tq, i = row % s.tq, b = bh / s.heads, h = bh % s.heads;
+    const T* dor = dout + b * dos.b + h * dos.h + i * dos.t;
+    const T* orow = out + row * s.dh;
+    T sum = 0;
+    for (int64_t d = lane; d < s.dh; d += 32) sum += dor[d] * orow[d];
+    sum = warp_sum(sum);
+    if (lane == 0) delta[row] = sum;
+  }
+}
+
+// One block per (batch, K/V head, tile of BK keys): dk and dv of those keys. The block's threads
+// own key rows (RM each) and, of the transposed score tile, query columns (CN each).
+template <class T, int D, int BQ, int BK, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_dkdv_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs,
+                                   const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dk, T* dv,
+                                   AttentionShape s, T scale) {
+  using L = Layout<D, BK, BQ, kThreads>;
+  constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sK = reinterpret_cast<T*>(smem);
+  T* sV = sK + BK * LD;
+  T* sQ = sV + BK * LD;
+  T* sdO = sQ + BQ * LD;
+  T* sT = sdO + BQ * LD;   // BK x LS: p^T, then ds^T, of the current query tile
+  T* sLse = sT + BK * LS;  // BQ
+  T* sDelta = sLse + BQ;   // BQ
+
+  const int64_t pairs = s.batch * s.kv_heads;
+  const int64_t b = (blockIdx.x % pairs) / s.kv_heads, kvh = blockIdx.x % pairs % s.kv_heads;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x / pairs) * BK;
+  const int rg = threadIdx.x / C, cg = threadIdx.x % C;
+  load_tile<BK, D, kThreads>(sK, k + b * ks.b + kvh * ks.h, ks.t, k0, s.tk, s.dh);
+  load_tile<BK, D, kThreads>(sV, v + b * vs.b + kvh * vs.h, vs.t, k0, s.tk, s.dh);
+
+  T dk_acc[RM][DN], dv_acc[RM][DN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int n = 0; n < DN; ++n) dk_acc[i][n] = dv_acc[i][n] = 0;
+
+  // The query rows that see some key of this tile: row >= key - offset (causal) and, with a
+  // window, row < key - offset + window.
+  const int64_t offset = s.tk - s.tq;
+  const int64_t last_key = (k0 + BK < s.tk ? k0 + BK : s.tk) - 1;
+  const int64_t row_first = k0 - offset > 0 ? k0 - offset : 0;
+  int64_t row_last = s.tq - 1;
+  if (s.window > 0 && last_key - offset + s.window - 1 < row_last) row_last = last_key - offset + s.window - 1;
+
+  const int64_t group = s.heads / s.kv_heads;
+  for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+    const T* qb = q + b * qs.b + h * qs.h;
+    const T* dob = dout + b * dos.b + h * dos.h;
+    const T* lse_h = lse + (b * s.heads + h) * s.tq;
+    const T* delta_h = delta + (b * s.heads + h) * s.tq;
+    for (int64_t q0 = (row_first / BQ) * BQ; q0 <= row_last; q0 += BQ) {
+      __syncthreads();  // the previous tile's readers are done
+      load_tile<BQ, D, kThreads>(sQ, qb, qs.t, q0, s.tq, s.dh);
+      load_tile<BQ, D, kThreads>(sdO, dob, dos.t, q0, s.tq, s.dh);
+      for (int e = threadIdx.x; e < BQ; e += kThreads) {
+        const bool in = q0 + e < s.tq;
+        sLse[e] = in ? lse_h[q0 + e] : T(0);
+        sDelta[e] = in ? delta_h[q0 + e] : T(0);
+      }
+      __syncthreads();
+
+      // Transposed tiles: st = k.q (scores), dpt = v.do, rows = keys, columns = queries.
+      T st[RM][CN], dpt[RM][CN];
+#pragma unroll
+      for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < CN; ++j) st[i][j] = dpt[i][j] = 0;
+#pragma unroll 2
+      for (int d = 0; d < D; ++d) {
+        T kd[RM], vd[RM];
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          kd[i] = sK[(rg * RM + i) * LD + d];
+          vd[i] = sV[(rg * RM + i) * LD + d];
+        }
+#pragma unroll
+        for (int j = 0; j < CN; ++j) {
+          const T qd = sQ[(cg + C * j) * LD + d], dod = sdO[(cg + C * j) * LD + d];
+#pragma unroll
+          for (int i = 0; i < RM; ++i) {
+            st[i][j] += kd[i] * qd;
+            dpt[i][j] += vd[i] * dod;
+          }
+        }
+      }
+      // forward was p = exp(scale q.k - lse), so: p recomputed; ds = p (dp - D).
+#pragma unroll
+      for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < CN; ++j) {
+          const int col = cg + C * j;
+          const T p = visible(q0 + col, k0 + rg * RM + i, s) ? exp(st[i][j] * scale - sLse[col]) : T(0);
+          dpt[i][j] = p * (dpt[i][j] - sDelta[col]);
+          sT[(rg * RM + i) * LS + col] = p;
+        }
+      __syncthreads();
+      // dv += p^T do
+#pragma unroll 4
+      for (int c = 0; c < BQ; ++c) {
+        T pt[RM];
+#pragma unroll
+        for (int i = 0; i < RM; ++i) pt[i] = sT[(rg * RM + i) * LS + c];
+#pragma unroll
+        for (int n = 0; n < DN; ++n) {
+          const T dod = sdO[c * LD + cg + C * n];
+#pragma unroll
+          for (int i = 0; i < RM; ++i) dv_acc[i][n] += pt[i] * dod;
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < CN; ++j) sT[(rg * RM + i) * LS + cg + C * j] = dpt[i][j];
+      __syncthreads();
+      // dk += ds^T q (times scale, at the end)
+#pragma unroll 4
+      for (int c = 0; c < BQ; ++c) {
+        T dst[RM];
+#pragma unroll
+        for (int i = 0; i < RM; ++i) dst[i] = sT[(rg * RM + i) * LS + c];
+#pragma unroll
+        for (int n = 0; n < DN; ++n) {
+          const T qd = sQ[c * LD + cg + C * n];
+#pragma unroll
+          for (int i = 0; i < RM; ++i) dk_acc[i][n] += dst[i] * qd;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t key = k0 + rg * RM + i;
+    if (key >= s.tk) continue;
+    const int64_t at = ((b * s.kv_heads + kvh) * s.tk + key) * s.dh;
+#pragma unroll
+    for (int n = 0; n < DN; ++n) {
+      const int d = cg + C * n;
+      if (d < s.dh) {
+        dk[at + d] = dk_acc[i][n] * scale;
+        dv[at + d] = dv_acc[i][n];
+      }
+    }
+  }
+}
+
+// One block per (batch, head, tile of BQ query rows): dq of those rows, streaming over the key
+// tiles they see as the forward did.
+template <class T, int D, int BQ, int BK, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_dq_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs,
+                                 const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dq, AttentionShape s,
+                                 T scale) {
+  using L = Layout<D, BQ, BK, kThreads>;
+  constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sdO = sQ + BQ * LD;
+  T* sK = sdO + BQ * LD;
+  T* sV = sK + BK * LD;
+  T* sS = sV + BK * LD;  // BQ x LS: ds of the current key tile
+
+  const QueryTile t = query_tile<BQ>(s);
+  const int64_t kvh = t.h / (s.heads / s.kv_heads);
+  const int rg = threadIdx.x / C, cg = threadIdx.x % C;
+  const T* kb = k + t.b * ks.b + kvh * ks.h;
+  const T* vb = v + t.b * vs.b + kvh * vs.h;
+  load_tile<BQ, D, kThreads>(sQ, q + t.b * qs.b + t.h * qs.h, qs.t, t.q0, s.tq, s.dh);
+  load_tile<BQ, D, kThreads>(sdO, dout + t.b * dos.b + t.h * dos.h, dos.t, t.q0, s.tq, s.dh);
+  T row_lse[RM], row_delta[RM], dq_acc[RM][DN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t row = t.q0 + rg * RM + i, at = (t.b * s.heads + t.h) * s.tq + row;
+    row_lse[i] = row < s.tq ? lse[at] : T(0);
+    row_delta[i] = row < s.tq ? delta[at] : T(0);
+#pragma unroll
+    for (int n = 0; n < DN; ++n) dq_acc[i][n] = 0;
+  }
+
+  const KeySpan span = key_span<BQ, BK>(t.q0, s);
+  for (int64_t k0 = span.first; k0 <= span.last; k0 += BK) {
+    __syncthreads();
+    load_tile<BK, D, kThreads>(sK, kb, ks.t, k0, s.tk, s.dh);
+    load_tile<BK, D, kThreads>(sV, vb, vs.t, k0, s.tk, s.dh);
+    __syncthreads();
+
+    T sc[RM][CN], dp[RM][CN];
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < CN; ++j) sc[i][j] = dp[i][j] = 0;
+#pragma unroll 2
+    for (int d = 0; d < D; ++d) {
+      T qd[RM], dod[RM];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        qd[i] = sQ[(rg * RM + i) * LD + d];
+        dod[i] = sdO[(rg * RM + i) * LD + d];
+      }
+#pragma unroll
+      for (int j = 0; j < CN; ++j) {
+        const T kd = sK[(cg + C * j) * LD + d], vd = sV[(cg + C * j) * LD + d];
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          sc[i][j] += qd[i] * kd;
+          dp[i][j] += dod[i] * vd;
+        }
+      }
+    }
+    // forward was p = exp(scale q.k - lse), so: ds = p (do.v - D).
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < CN; ++j) {
+        const int col = cg + C * j;
+        const T p = visible(t.q0 + rg * RM + i, k0 + col, s) ? exp(sc[i][j] * scale - row_lse[i]) : T(0);
+        sS[(rg * RM + i) * LS + col] = p * (dp[i][j] - row_delta[i]);
+      }
+    __syncthreads();
+    // dq += ds k (times scale, at the end)
+#pragma unroll 4
+    for (int c = 0; c < BK; ++c) {
+      T ds[RM];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) ds[i] = sS[(rg * RM + i) * LS + c];
+#pragma unroll
+      for (int n = 0; n < DN; ++n) {
+        const T kd = sK[c * LD + cg + C * n];
+#pragma unroll
+        for (int i = 0; i < RM; ++i) dq_acc[i][n] += ds[i] * kd;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t row = t.q0 + rg * RM + i;
+    if (row >= s.tq) continue;
+    const int64_t at = ((t.b * s.heads + t.h) * s.tq + row) * s.dh;
+#pragma unroll
+    for (int n = 0; n < DN; ++n) {
+      const int d = cg + C * n;
+      if (d < s.dh) dq[at + d] = dq_acc[i][n] * scale;
+    }
+  }
+}
+
+// ---- host side ----
+
+// Tile sizes per dtype: {BQ, BK, threads} of each kernel. float32 fits 64-row tiles of dh <= 128
+// in at most 116 KB of shared memory; float64 takes 32-row tiles.
+struct TileShape {
+  int bq, bk, threads;
+};
+template <class T>
+struct Tiling;
+template <>
+struct Tiling<float> {
+  static constexpr TileShape forward{64, 64, 128}, dkdv{32, 64, 256}, dq{64, 32, 128};
+};
+template <>
+struct Tiling<double> {
+  static constexpr TileShape forward{32, 32, 128}, dkdv{32, 32, 128}, dq{32, 32, 128};
+};
+
+// Calls f.template operator()<D>() with the padded head dim for dh.
+template <class F>
+void with_head_dim(int64_t dh, F&& f) {
+  if (dh <= 32) f.template operator()<32>();
+  else if (dh <= 64) f.template operator()<64>();
+  else if (dh <= 128) f.template operator()<128>();
+  else fail("attention", "the CUDA kernel supports head dims up to 128, got ", dh);
+}
+
+// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in) and launches it.
+template <class... KernelArgs, class... Args>
+void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, size_t bytes, cudaStream_t stream,
+                  const char* op, Args&&... args) {
+  if (blocks == 0) return;
+  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+                   op, bytes, " bytes of shared memory");
+  kernel<<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(std::forward<Args>(args)...);
+  LINEA_CUDA_LAUNCH_CHECK(op, blocks, " blocks of ", threads, " threads, ", bytes, " bytes of shared memory");
+}
+
+// q, k, v, dout with a contiguous last dim are read in place (any other strides); others are copied.
+Tensor rows_readable(const Tensor& t) {
+  return t.size(3) == 1 || t.stride(3) == 1 ? t : contiguous_copy(t);
+}
+
+HeadStrides head_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+AttentionShape shape_of(const Tensor& q, const Tensor& k, int64_t window) {
+  return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), window};
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_, double scale, int64_t window,
+                            const Tensor& out, const Tensor& lse) const {
+  check_on_device(device_, "attention", {&q_, &k_, &v_, &out, &lse});
+  if (q_.numel() == 0) return;
+  const cudaStream_t stream = use_device(device_);
+  const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
+  const AttentionShape s = shape_of(q, k, window);
+  dispatch_floating(q.dtype(), "attention", [&]<class T>() {
+    with_head_dim(s.dh, [&]<int D>() {
+      constexpr TileShape ts = Tiling<T>::forward;
+      const size_t bytes = sizeof(T) * ((ts.bq + 2 * ts.bk) * (D + 1) + ts.bq * (ts.bk + 1));
+      launch_tiled(attention_forward_kernel<T, D, ts.bq, ts.bk, ts.threads>, s.batch * s.heads * ceil_div(s.tq, ts.bq),
+                   ts.threads, bytes, stream, "attention", q.data<T>(), head_strides(q), k.data<T>(), head_strides(k),
+                   v.data<T>(), head_strides(v), out.data<T>(), lse.data<T>(), s, static_cast<T>(scale));
+    });
+  });
+}
+
+void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& out_,
+                                     const Tensor& lse_, const Tensor& dout_, double scale, int64_t window,
+                                     const Tensor& dq, const Tensor& dk, const Tensor& dv) const {
+  check_on_device(device_, "attention_backward", {&q_, &k_, &v_, &out_, &lse_, &dout_, &dq, &dk, &dv});
+  if (q_.numel() == 0) {  // no query reads any key
+    fill(dk, 0.0);
+    fill(dv, 0.0);
+    return;
+  }
+  const cudaStream_t stream = use_device(device_);
+  const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
+  const Tensor dout = rows_readable(dout_), out = contiguous_copy(out_), lse = contiguous_copy(lse_);
+  const AttentionShape s = shape_of(q, k, window);
+  dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
+    DeviceBuffer delta(sizeof(T) * s.batch * s.heads * s.tq, device_);
+    attention_delta_kernel<T><<<row_blocks<32>(s.batch * s.heads * s.tq, device_), 256, 0, stream>>>(
+        dout.data<T>(), head_strides(dout), out.data<T>(), delta.as<T>(), s);
+    LINEA_CUDA_LAUNCH_CHECK("attention_backward", "dout . out of ", dout.describe());
+    with_head_dim(s.dh, [&]<int D>() {
+      constexpr TileShape kv = Tiling<T>::dkdv;
+      const size_t kv_bytes = sizeof(T) * (2 * (kv.bk + kv.bq) * (D + 1) + kv.bk * (kv.bq + 1) + 2 * kv.bq);
+      launch_tiled(attention_backward_dkdv_kernel<T, D, kv.bq, kv.bk, kv.threads>,
+                   s.batch * s.kv_heads * ceil_div(s.tk, kv.bk), kv.threads, kv_bytes, stream, "attention_backward",
+                   q.data<T>(), head_strides(q), k.data<T>(), head_strides(k), v.data<T>(), head_strides(v),
+                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dk.data<T>(), dv.data<T>(), s,
+                   static_cast<T>(scale));
+      constexpr TileShape qt = Tiling<T>::dq;
+      const size_t q_bytes = sizeof(T) * (2 * (qt.bq + qt.bk) * (D + 1) + qt.bq * (qt.bk + 1));
+      launch_tiled(attention_backward_dq_kernel<T, D, qt.bq, qt.bk, qt.threads>,
+                   s.batch * s.heads * ceil_div(s.tq, qt.bq), qt.threads, q_bytes, stream, "attention_backward",
+                   q.data<T>(), head_strides(q), k.data<T>(), head_strides(k), v.data<T>(), head_strides(v),
+                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dq.data<T>(), s,
+                   static_cast<T>(scale));
+    });
+  });
+}
+
+}  // namespace linea::cuda

@@ -1,0 +1,234 @@
+// Elementwise CUDA kernels: fill, arange, copy (with dtype conversion), unary, binary, where.
+// One grid-stride kernel serves them all: a functor receives each element's index and its
+// offsets in every operand (cuda/launch.cuh), so any strided or broadcast view works. The op is
+// a switch inside the functor, the same branch for every thread: it costs little and keeps nvcc
+// from compiling one kernel per op and dtype. The scalar formulas are the CPU's
+// (tensor/scalar_math.h), so both backends compute the same function.
+#include "cuda/backend.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/launch.cuh"
+#include "tensor/scalar_math.h"
+
+namespace linea::cuda {
+
+namespace {
+
+template <int N, class F>
+__global__ void elementwise_kernel(int64_t n, StridedOffsets<N> at, F f) {
+  LINEA_GRID_STRIDE_LOOP(i, n) {
+    int64_t off[N];
+    at.at(i, off);
+    f(i, off);
+  }
+}
+
+// Calls f(i, off) for every element i of `shape`; off[k] is its offset in operand k.
+template <int N, class F>
+void for_each_element(const char* op, int device, const Shape& shape, const std::array<const Shape*, N>& strides,
+                      const F& f) {
+  const int64_t n = numel_of(shape);
+  if (n == 0) return;
+  const cudaStream_t stream = use_device(device);
+  const StridedOffsets<N> at = strided_offsets<N>(shape, strides);
+  elementwise_kernel<N><<<blocks_for(n, device), kThreads, 0, stream>>>(n, at, f);
+  LINEA_CUDA_LAUNCH_CHECK(op, "shape ", shape_str(shape));
+}
+
+template <class T>
+struct FillFn {
+  T* out;
+  T value;
+  __device__ void operator()(int64_t, const int64_t (&o)[1]) const { out[o[0]] = value; }
+};
+
+// __dadd_rn / __dmul_rn keep nvcc from fusing the two into an fma, which rounds once instead of
+// twice: the CPU's values, bit for bit.
+template <class T>
+struct ArangeFn {
+  T* out;
+  double start, step;
+  __device__ void operator()(int64_t i, const int64_t (&o)[1]) const {
+    out[o[0]] = static_cast<T>(__dadd_rn(start, __dmul_rn(step, static_cast<double>(i))));
+  }
+};
+
+template <class In, class Out>
+struct CastFn {
+  const In* in;
+  Out* out;
+  __device__ void operator()(int64_t, const int64_t (&o)[2]) const { out[o[0]] = static_cast<Out>(in[o[1]]); }
+};
+
+template <class T>
+__device__ T unary_value(UnaryOp op, T x, T a, T b) {
+  using namespace scalar;
+  switch (op) {
+    case UnaryOp::Neg: return -x;
+    case UnaryOp::Exp: return exp(x);
+    case UnaryOp::Log: return log(x);
+    case UnaryOp::Sqrt: return sqrt(x);
+    case UnaryOp::Rsqrt: return T(1) / sqrt(x);  // not rsqrt(): the CPU's rounding
+    case UnaryOp::Abs: return fabs(x);
+    case UnaryOp::Sin: return sin(x);
+    case UnaryOp::Cos: return cos(x);
+    case UnaryOp::Tanh: return tanh(x);
+    case UnaryOp::Sigmoid: return sigmoid(x);
+    case UnaryOp::LogSigmoid: return log_sigmoid(x);
+    case UnaryOp::Softplus: return softplus(x);
+    case UnaryOp::Relu: return x > T(0) ? x : T(0);
+    case UnaryOp::Elu: return elu(x, a);
+    case UnaryOp::GeluTanh: return gelu_tanh(x);
+    case UnaryOp::GeluErf: return gelu_erf(x);
+    case UnaryOp::Silu: return silu(x);
+    case UnaryOp::Pow: return pow(x, a);
+    case UnaryOp::Clamp: return x < a ? a : (x > b ? b : x);
+    case UnaryOp::Sign: return sign(x);
+    case UnaryOp::Reciprocal: return T(1) / x;
+    case UnaryOp::Square: return x * x;
+    case UnaryOp::Log1p: return log1p(x);
+    case UnaryOp::Expm1: return expm1(x);
+    case UnaryOp::Erf: return erf(x);
+    case UnaryOp::Step: return x > T(0) ? T(1) : T(0);
+    case UnaryOp::GeluTanhGrad: return gelu_tanh_grad(x);
+    case UnaryOp::GeluErfGrad: return gelu_erf_grad(x);
+    case UnaryOp::EluGrad: return elu_grad(x, a);
+  }
+  return x;
+}
+
+template <class T>
+struct UnaryFn {
+  const T* in;
+  T* out;
+  UnaryOp op;
+  T a, b;
+  __device__ void operator()(int64_t, const int64_t (&o)[2]) const { out[o[0]] = unary_value(op, in[o[1]], a, b); }
+};
+
+template <class T>
+__device__ T arithmetic_value(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::Add: return x + y;
+    case BinaryOp::Sub: return x - y;
+    case BinaryOp::Mul: return x * y;
+    case BinaryOp::Div: return x / y;
+    case BinaryOp::Pow: return pow(x, y);
+    case BinaryOp::Maximum: return scalar::max_nan(x, y);
+    case BinaryOp::Minimum: return scalar::min_nan(x, y);
+    default: return x;  // comparisons and logic have their own functors
+  }
+}
+
+template <class T>
+__device__ bool compare_value(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::Eq: return x == y;
+    case BinaryOp::Ne: return x != y;
+    case BinaryOp::Lt: return x < y;
+    case BinaryOp::Le: return x <= y;
+    case BinaryOp::Gt: return x > y;
+    case BinaryOp::Ge: return x >= y;
+    case BinaryOp::And: return x && y;
+    case BinaryOp::Or: return x || y;
+    default: return false;
+  }
+}
+
+template <class T>
+struct ArithmeticFn {
+  const T* a;
+  const T* b;
+  T* out;
+  BinaryOp op;
+  __device__ void operator()(int64_t, const int64_t (&o)[3]) const { out[o[0]] = arithmetic_value(op, a[o[1]], b[o[2]]); }
+};
+
+template <class T>
+struct CompareFn {
+  const T* a;
+  const T* b;
+  bool* out;
+  BinaryOp op;
+  __device__ void operator()(int64_t, const int64_t (&o)[3]) const { out[o[0]] = compare_value(op, a[o[1]], b[o[2]]); }
+};
+
+template <class T>
+struct WhereFn {
+  const bool* cond;
+  const T* a;
+  const T* b;
+  T* out;
+  __device__ void operator()(int64_t, const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
+};
+
+}  // namespace
+
+void CudaBackend::fill(const Tensor& out, double value) const {
+  dispatch_all(out.dtype(), [&]<class T>() {
+    for_each_element<1>("fill", device_, out.shape(), {&out.strides()}, FillFn<T>{out.data<T>(), static_cast<T>(value)});
+  });
+}
+
+void CudaBackend::arange(const Tensor& out, double start, double step) const {
+  dispatch_all(out.dtype(), [&]<class T>() {
+    for_each_element<1>("arange", device_, out.shape(), {&out.strides()}, ArangeFn<T>{out.data<T>(), start, step});
+  });
+}
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) const {
+  if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
+    const size_t bytes = dst.numel() * dtype_size(dst.dtype());
+    if (bytes == 0) return;
+    const cudaStream_t stream = use_device(device_);
+    LINEA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), bytes, cudaMemcpyDeviceToDevice, stream),
+                     "copy", dst.describe());
+    return;
+  }
+  dispatch_all(src.dtype(), [&]<class In>() {
+    dispatch_all(dst.dtype(), [&]<class Out>() {
+      for_each_element<2>("copy", device_, dst.shape(), {&dst.strides(), &src.strides()},
+                          CastFn<In, Out>{src.data<In>(), dst.data<Out>()});
+    });
+  });
+}
+
+void CudaBackend::unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const {
+  dispatch_floating(in.dtype(), "unary", [&]<class T>() {
+    for_each_element<2>("unary", device_, out.shape(), {&out.strides(), &in.strides()},
+                        UnaryFn<T>{in.data<T>(), out.data<T>(), op, static_cast<T>(args.a), static_cast<T>(args.b)});
+  });
+}
+
+void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const {
+  const std::array<const Shape*, 3> strides{&out.strides(), &a.strides(), &b.strides()};
+  if (op == BinaryOp::And || op == BinaryOp::Or) {
+    for_each_element<3>("binary", device_, out.shape(), strides,
+                        CompareFn<bool>{a.data<bool>(), b.data<bool>(), out.data<bool>(), op});
+  } else if (is_comparison(op)) {
+    dispatch_all(a.dtype(), [&]<class T>() {
+      for_each_element<3>("binary", device_, out.shape(), strides,
+                          CompareFn<T>{a.data<T>(), b.data<T>(), out.data<bool>(), op});
+    });
+  } else {
+    dispatch_floating(a.dtype(), "binary", [&]<class T>() {
+      for_each_element<3>("binary", device_, out.shape(), strides,
+                          ArithmeticFn<T>{a.data<T>(), b.data<T>(), out.data<T>(), op});
+    });
+  }
+}
+
+void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) const {
+  dispatch_all(out.dtype(), [&]<class T>() {
+    for_each_element<4>("where", device_, out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
+                        WhereFn<T>{cond.data<bool>(), a.data<T>(), b.data<T>(), out.data<T>()});
+  });
+}
+
+Tensor contiguous_copy(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor out = empty(t.shape(), t.dtype(), t.device());
+  cuda_backend(t.device().index).copy(t, out);
+  return out;
+}
+
+}  // namespace linea::cuda

@@ -1,0 +1,117 @@
+#pragma once
+// What every .cu file needs around a launch: a grid size for grid-stride loops, the check after
+// the launch, per-element offsets into strided tensors, and warp-level reductions.
+//
+//   const cudaStream_t stream = use_device(device_);               // cuda/stream.h
+//   const StridedOffsets<2> at = strided_offsets<2>(out.shape(), {&out.strides(), &in.strides()});
+//   my_kernel<<<blocks_for(n, device_), kThreads, 0, stream>>>(n, at, ...);
+//   LINEA_CUDA_LAUNCH_CHECK("my_op", "n=", n);
+#include <array>
+#include <cstdint>
+
+#include "cuda/check.h"
+#include "cuda/stream.h"
+#include "tensor/cpu/strided_loop.h"  // merge_dims: the CPU's dim coalescing, shared
+#include "tensor/scalar_math.h"
+#include "tensor/shape.h"
+
+namespace linea::cuda {
+
+// Threads per block for elementwise kernels: 8 warps, a good default on every recent GPU.
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n items: enough to fill every SM several times over (so
+// long loops keep the device busy), never more than n needs, at least 1.
+inline unsigned blocks_for(int64_t n, int device, int threads = kThreads) {
+  const int64_t needed = (n + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(sm_count(device)) * 32;
+  return static_cast<unsigned>(needed < 1 ? 1 : (needed < cap ? needed : cap));
+}
+
+}  // namespace linea::cuda
+
+// for (int64_t i = <this thread's first item>; i < n; i += <threads in the grid>)
+#define LINEA_GRID_STRIDE_LOOP(i, n)                                                          \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);      \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// After every launch: a bad configuration (too many threads, too much shared memory) is reported
+// here, naming the op and the sizes; faults inside the kernel surface at the next sync.
+#define LINEA_CUDA_LAUNCH_CHECK(op, ...)                                                      \
+  do {                                                                                        \
+    const cudaError_t linea_launch_ = cudaGetLastError();                                     \
+    if (linea_launch_ != cudaSuccess)                                                         \
+      ::linea::fail(op, "kernel launch failed: ", cudaGetErrorString(linea_launch_)           \
+                    __VA_OPT__(, " (", ) __VA_ARGS__ __VA_OPT__(, ")"));                      \
+  } while (0)
+
+namespace linea::cuda {
+
+// Where element i (row-major over a shape) of each of N operands lies, in elements from the
+// operand's first element. Passed to kernels by value. Built on the host by strided_offsets(),
+// which merges dims that are contiguous for all operands (the CPU's merge_dims), so contiguous
+// tensors become one dim and the division loop is skipped.
+template <int N>
+struct StridedOffsets {
+  int ndim = 1;                  // merged dims, outermost first
+  int64_t sizes[kMaxDims];       // sizes[ndim - 1] is the innermost
+  int64_t strides[kMaxDims][N];  // per merged dim, per operand; 0 where broadcast
+
+  // off[k] = offset of element i in operand k (callable on the host too, for tests).
+  __host__ __device__ __forceinline__ void at(int64_t i, int64_t (&off)[N]) const {
+    if (ndim == 1) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] = i * strides[0][k];
+      return;
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    // Unrolled over kMaxDims with a guard, so that the arrays are indexed by constants (a
+    // run-time index would copy the parameter struct to local memory).
+#pragma unroll
+    for (int d = kMaxDims - 1; d >= 0; --d) {
+      if (d < ndim) {
+        const int64_t q = i / sizes[d];
+        const int64_t r = i - q * sizes[d];
+        i = q;
+#pragma unroll
+        for (int k = 0; k < N; ++k) off[k] += r * strides[d][k];
+      }
+    }
+  }
+};
+
+// Offsets for N operands iterated over `shape`, operand k having strides *strides[k].
+template <int N>
+StridedOffsets<N> strided_offsets(const Shape& shape, const std::array<const Shape*, N>& strides) {
+  const cpu::Runs<N> runs = cpu::merge_dims<N>(shape, strides);
+  StridedOffsets<N> s;
+  s.ndim = static_cast<int>(runs.sizes.size());
+  LINEA_CHECK(s.ndim <= kMaxDims, "cuda", "more than ", kMaxDims, " dims in shape ", shape_str(shape));
+  for (int d = 0; d < kMaxDims; ++d) {
+    s.sizes[d] = d < s.ndim ? runs.sizes[d] : 1;
+    for (int k = 0; k < N; ++k) s.strides[d][k] = d < s.ndim ? runs.strides[k][d] : 0;
+  }
+  return s;
+}
+
+// Warp-level reductions (all 32 lanes take part; every lane gets the result). Sums in the
+// type given: callers pass float or double accumulators as they need.
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// NaN-propagating, like max() on the CPU.
+template <class T>
+__device__ __forceinline__ T warp_max(T v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v = scalar::max_nan(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+}  // namespace linea::cuda

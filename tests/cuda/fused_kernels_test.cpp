@@ -1,0 +1,231 @@
+// The fused CUDA kernels of the row families (softmax, log_softmax, cross_entropy, layer_norm,
+// rms_norm) against the CPU oracle, forward and backward, in float32 and float64, on awkward sizes
+// (rows of 1, 3 and 1000; 50257 classes; widths that are not multiples of 32, and each row-group
+// size of cuda/kernels/rows.cuh); each also against its composite formula on the GPU; the norms'
+// parameter gradients bit for bit from run to run. Without a GPU every test skips.
+#include <limits>
+
+#include "tests/cuda/fused_parity.h"
+
+namespace linea::testing {
+namespace {
+
+const DType kDtypes[] = {kFloat64, kFloat32};
+
+// Reductions are reassociated across threads, and float32 sums run over up to 50k terms.
+Tolerance fused_tolerance(DType dtype) { return dtype == kFloat64 ? Tolerance{1e-10, 1e-12} : Tolerance{1e-4, 1e-5}; }
+
+std::string label(const std::string& op, DType dtype, const Shape& shape) {
+  return op + " " + dtype_name(dtype) + " " + shape_str(shape);
+}
+
+struct DimCase {
+  Shape shape;
+  int64_t dim;
+};
+// Last dim: a warp per row (1, 7, 33, 1000), blocks of 256 (1025, 8192) and 1024 (8193, 50257)
+// threads; other dims take the (outer, D, inner) path.
+const DimCase kSoftmaxCases[] = {
+    {{1, 1}, -1},    {{3, 7}, -1},       {{1000, 33}, -1}, {{3, 1000}, -1},   {{5, 1025}, -1}, {{2, 8192}, -1},
+    {{3, 8193}, -1}, {{2, 50257}, -1},   {{6, 7, 5}, 1},   {{1100, 40}, 0},   {{2, 3, 4, 5}, 2}, {{7}, 0},
+};
+
+TEST(CudaFusedKernels, SoftmaxMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (bool log : {false, true})
+    for (DType dtype : kDtypes)
+      for (const DimCase& c : kSoftmaxCases) {
+        const int64_t d = c.dim;
+        expect_device_parity([d, log](const std::vector<Tensor>& x) { return log ? log_softmax(x[0], d) : softmax(x[0], d); },
+                             {random_normal(c.shape, dtype, 1) * 3.0}, fused_tolerance(dtype),
+                             label(log ? "log_softmax" : "softmax", dtype, c.shape) + " dim " + std::to_string(d));
+      }
+}
+
+TEST(CudaFusedKernels, SoftmaxOfStridedLargeAndMaskedInputs) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes) {
+    const Tolerance tol = fused_tolerance(dtype);
+    expect_device_parity([](const std::vector<Tensor>& x) { return softmax(transpose(x[0], 0, 1), -1); },
+                         {random_normal({37, 5}, dtype, 2)}, tol, "transposed");
+    // exp(800) overflows: the row max must come off first.
+    expect_device_parity([](const std::vector<Tensor>& x) { return log_softmax(x[0] + 800.0, -1); },
+                         {random_normal({4, 100}, dtype, 3)}, tol, "large logits");
+    // -inf entries (a causal mask) get probability 0; a fully masked row is NaN on both devices.
+    Tensor x = random_normal({3, 40}, dtype, 4);
+    std::vector<bool> mask(120);
+    for (int i = 0; i < 120; ++i) mask[i] = (i % 40) > 20 + i / 40 || i / 40 == 2;
+    x = masked_fill(x, from_vector(mask, {3, 40}), -std::numeric_limits<double>::infinity());
+    EXPECT_TRUE(matches_cpu(softmax(on_gpu(x), -1), softmax(x, -1), tol.rtol, tol.atol));
+    EXPECT_TRUE(matches_cpu(log_softmax(on_gpu(x), -1), log_softmax(x, -1), tol.rtol, tol.atol));
+  }
+}
+
+TEST(CudaFusedKernels, SoftmaxMatchesCompositeOnGpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes)
+    for (const DimCase& c : {DimCase{{64, 1000}, -1}, DimCase{{3, 50, 7}, 1}}) {
+      const Tensor x = on_gpu(random_normal(c.shape, dtype, 5) * 3.0);
+      const Tensor z = x - logsumexp(x, {c.dim}, true);
+      const Tolerance tol = fused_tolerance(dtype);
+      EXPECT_TRUE(all_close(softmax(x, c.dim), exp(z), tol.rtol, tol.atol)) << label("softmax", dtype, c.shape);
+      EXPECT_TRUE(all_close(log_softmax(x, c.dim), z, tol.rtol, tol.atol)) << label("log_softmax", dtype, c.shape);
+    }
+}
+
+// Targets 0..classes-1 with every 7th row ignored (-100).
+Tensor draw_targets(int64_t rows, int64_t classes, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<int64_t> t = randint(0, classes, {rows}, kCPU, &gen).to_vector<int64_t>();
+  for (int64_t r = 0; r < rows; r += 7) t[r] = -100;
+  return from_vector(t, {rows});
+}
+
+TEST(CudaFusedKernels, CrossEntropyMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes)
+    for (int64_t rows : {1, 3, 1000})
+      for (int64_t classes : {1, 5, 1000, 50257}) {
+        if (dtype == kFloat64 && rows * classes > 5'000'000) continue;  // float32 covers the largest
+        const Tensor targets = draw_targets(rows, classes, 6);
+        for (Reduction reduction : {Reduction::Mean, Reduction::None})
+          expect_device_parity(
+              [&](const std::vector<Tensor>& x) {
+                return cross_entropy(x[0], to(targets, x[0].device()), -100, reduction);
+              },
+              {random_normal({rows, classes}, dtype, 7) * 2.0}, fused_tolerance(dtype),
+              label("cross_entropy", dtype, {rows, classes}) + (reduction == Reduction::Mean ? " mean" : " none"));
+      }
+}
+
+TEST(CudaFusedKernels, CrossEntropyOfStridedLogits) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Tensor targets = from_vector(std::vector<int64_t>{3, 0, -100, 8, 2}, {5});
+  for (DType dtype : kDtypes) {
+    expect_device_parity(  // classes strided: copied to rows first
+        [&](const std::vector<Tensor>& x) { return cross_entropy(transpose(x[0], 0, 1), to(targets, x[0].device())); },
+        {random_normal({9, 5}, dtype, 8)}, fused_tolerance(dtype), "transposed logits");
+    expect_device_parity(  // rows strided, classes contiguous: read in place
+        [&](const std::vector<Tensor>& x) {
+          return cross_entropy(slice(x[0], 1, 0, 9), to(targets, x[0].device()), -100, Reduction::Sum);
+        },
+        {random_normal({5, 20}, dtype, 9)}, fused_tolerance(dtype), "sliced logits");
+  }
+}
+
+TEST(CudaFusedKernels, CrossEntropyRejectsOutOfRangeTargets) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Tensor logits = on_gpu(random_normal({4, 5}, kFloat32, 10));
+  EXPECT_LINEA_ERROR(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 5, 2, -100}, {4}))),
+                     "cross_entropy", "target 5 at row 1 is out of range for 5 classes");
+  EXPECT_LINEA_ERROR(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 0, -3, 7}, {4}))),
+                     "target -3 at row 2");
+  // The device is still usable afterwards.
+  EXPECT_TRUE(std::isfinite(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 0, 3, 4}, {4}))).item()));
+}
+
+TEST(CudaFusedKernels, CrossEntropyMatchesCompositeOnGpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes) {
+    const Tensor x = on_gpu(random_normal({300, 1000}, dtype, 11) * 2.0);
+    const std::vector<int64_t> t = draw_targets(300, 1000, 12).to_vector<int64_t>();
+    std::vector<int64_t> safe(t);  // ignored rows pick class 0, then are zeroed
+    std::vector<bool> ignored(t.size());
+    for (size_t r = 0; r < t.size(); ++r) {
+      ignored[r] = t[r] == -100;
+      if (ignored[r]) safe[r] = 0;
+    }
+    const Tensor targets = on_gpu(from_vector(t, {300}));
+    const Tensor picked = squeeze(gather(log_softmax(x, -1), 1, on_gpu(from_vector(safe, {300, 1}))), 1);
+    const Tensor composite = masked_fill(-picked, on_gpu(from_vector(ignored, {300})), 0.0);
+    const Tolerance tol = fused_tolerance(dtype);
+    EXPECT_TRUE(all_close(cross_entropy(x, targets, -100, Reduction::None), composite, tol.rtol, tol.atol));
+  }
+}
+
+struct NormCase {
+  Shape x;
+  bool weight, bias;
+};
+// Widths for each row-group size (a warp up to 1024, then 256- and 1024-thread blocks), rows of 1
+// and 3 and 1000, no rows at all, and every affine combination.
+const NormCase kNormCases[] = {
+    {{1, 1}, true, true},     {{1, 7}, true, true},     {{3, 33}, true, false},  {{1000, 768}, true, true},
+    {{5, 3000}, true, true},  {{2, 10000}, false, true}, {{0, 5}, true, true},    {{2, 3, 40}, false, false},
+    {{1000, 37}, true, true}, {{70, 129}, true, true},
+};
+
+TEST(CudaFusedKernels, NormsMatchCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes)
+    for (const NormCase& c : kNormCases) {
+      const int64_t cols = c.x.back();
+      std::vector<Tensor> inputs = {random_normal(c.x, dtype, 13) * 2.0 + 0.5};
+      if (c.weight) inputs.push_back(random_normal({cols}, dtype, 14));
+      if (c.bias) inputs.push_back(random_normal({cols}, dtype, 15));
+      auto parts = [c](const std::vector<Tensor>& x) {
+        size_t next = 1;
+        const Tensor w = c.weight ? x[next++] : Tensor();
+        const Tensor b = c.bias ? x[next++] : Tensor();
+        return std::make_pair(w, b);
+      };
+      expect_device_parity(
+          [parts](const std::vector<Tensor>& x) {
+            const auto [w, b] = parts(x);
+            return layer_norm(x[0], w, b, 1e-5);
+          },
+          inputs, fused_tolerance(dtype), label("layer_norm", dtype, c.x));
+      if (c.bias) inputs.pop_back();  // rms_norm has no bias
+      expect_device_parity(
+          [c](const std::vector<Tensor>& x) { return rms_norm(x[0], c.weight ? x[1] : Tensor(), 1e-6); }, inputs,
+          fused_tolerance(dtype), label("rms_norm", dtype, c.x));
+    }
+}
+
+TEST(CudaFusedKernels, NormsOfStridedInput) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes) {
+    expect_device_parity(
+        [](const std::vector<Tensor>& x) { return layer_norm(transpose(x[0], 0, 1), x[1], x[2]); },
+        {random_normal({50, 9}, dtype, 16), random_normal({50}, dtype, 17), random_normal({50}, dtype, 18)},
+        fused_tolerance(dtype), "layer_norm transposed");
+    expect_device_parity([](const std::vector<Tensor>& x) { return rms_norm(transpose(x[0], 0, 1), x[1]); },
+                         {random_normal({50, 9}, dtype, 19), random_normal({50}, dtype, 20)}, fused_tolerance(dtype),
+                         "rms_norm transposed");
+  }
+}
+
+TEST(CudaFusedKernels, NormsMatchCompositeOnGpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes) {
+    const Tensor x = on_gpu(random_normal({300, 257}, dtype, 21));
+    const Tensor w = on_gpu(random_normal({257}, dtype, 22)), b = on_gpu(random_normal({257}, dtype, 23));
+    const Tensor centred = x - mean(x, {-1}, true);
+    const Tensor ln = centred * rsqrt(mean(centred * centred, {-1}, true) + 1e-5) * w + b;
+    const Tensor rms = x * rsqrt(mean(x * x, {-1}, true) + 1e-6) * w;
+    const Tolerance tol = fused_tolerance(dtype);
+    EXPECT_TRUE(all_close(layer_norm(x, w, b, 1e-5), ln, tol.rtol, tol.atol)) << dtype_name(dtype);
+    EXPECT_TRUE(all_close(rms_norm(x, w, 1e-6), rms, tol.rtol, tol.atol)) << dtype_name(dtype);
+  }
+}
+
+// dweight and dbias are sums over rows: per-chunk partials added in a fixed order, never atomics,
+// so two runs agree bit for bit.
+TEST(CudaFusedKernels, NormParameterGradientsAreDeterministic) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  Tensor x = on_gpu(random_normal({4099, 768}, kFloat32, 24)), w = on_gpu(random_normal({768}, kFloat32, 25)),
+         b = on_gpu(random_normal({768}, kFloat32, 26));
+  w.requires_grad_(true);
+  b.requires_grad_(true);
+  const Tensor u = on_gpu(random_normal({4099, 768}, kFloat32, 27));
+  const auto first = grad(sum(layer_norm(x, w, b) * u), {w, b});
+  const auto second = grad(sum(layer_norm(x, w, b) * u), {w, b});
+  EXPECT_TRUE(same_values(first[0], second[0]));
+  EXPECT_TRUE(same_values(first[1], second[1]));
+  const auto rms_first = grad(sum(rms_norm(x, w) * u), {w});
+  const auto rms_second = grad(sum(rms_norm(x, w) * u), {w});
+  EXPECT_TRUE(same_values(rms_first[0], rms_second[0]));
+}
+
+}  // namespace
+}  // namespace linea::testing

@@ -1,0 +1,93 @@
+// CUDA matmul (cuBLAS) against the CPU's (OpenBLAS): plain, batched, broadcast batches, a weight
+// shared across the batch (folded into one GEMM), stored transposes, batch dims that do not
+// merge, vectors, empty and K = 0 products; TF32 off for float32 comparisons, and on with a
+// bound that fits its 10-bit mantissa.
+#include "tests/cuda/parity.h"
+
+namespace linea {
+namespace {
+
+using testing::gpu;
+using testing::matches_cpu;
+using testing::NoTf32;
+using testing::on_gpu;
+using testing::random_normal;
+
+const DType kFloats[] = {kFloat32, kFloat64};
+
+// Sums of K products in another order than OpenBLAS. The rounding error of a float32 sum grows
+// with its partial sums (~1e-7 * K / sqrt(2), 3e-5 at K = 513) whatever the final value, so a
+// result near zero needs an absolute bound.
+double rtol(DType dtype) { return dtype == kFloat64 ? 1e-11 : 1e-4; }
+double atol(DType dtype) { return dtype == kFloat64 ? 1e-11 : 1e-3; }
+
+// The CPU and GPU results of f(a, b) for a, b of the given shapes.
+void expect_matmul_parity(const Shape& a_shape, const Shape& b_shape, DType dtype,
+                          const std::function<Tensor(const Tensor&, const Tensor&)>& f, const char* what) {
+  const Tensor a = random_normal(a_shape, dtype, 21), b = random_normal(b_shape, dtype, 22);
+  EXPECT_TRUE(matches_cpu(f(on_gpu(a), on_gpu(b)), f(a, b), rtol(dtype), atol(dtype)))
+      << what << " " << shape_str(a_shape) << " @ " << shape_str(b_shape) << " " << dtype_name(dtype);
+}
+
+TEST(CudaMatmul, MatchesTheCpuInEveryArrangement) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const NoTf32 exact;
+  const auto mm = [](const Tensor& a, const Tensor& b) { return matmul(a, b); };
+  const auto a_t = [](const Tensor& a, const Tensor& b) { return matmul(transpose(a, -1, -2), b); };
+  const auto b_t = [](const Tensor& a, const Tensor& b) { return matmul(a, transpose(b, -1, -2)); };
+  const auto both_t = [](const Tensor& a, const Tensor& b) { return matmul(transpose(a, -1, -2), transpose(b, -1, -2)); };
+  for (DType dtype : kFloats) {
+    expect_matmul_parity({1, 1}, {1, 1}, dtype, mm, "1x1");
+    expect_matmul_parity({3, 5}, {5, 7}, dtype, mm, "small");
+    expect_matmul_parity({37, 129}, {129, 65}, dtype, mm, "awkward");
+    expect_matmul_parity({257, 513}, {513, 129}, dtype, mm, "larger");
+    expect_matmul_parity({129, 37}, {129, 65}, dtype, a_t, "a stored transposed");
+    expect_matmul_parity({37, 129}, {65, 129}, dtype, b_t, "b stored transposed (a Linear weight)");
+    expect_matmul_parity({129, 37}, {65, 129}, dtype, both_t, "both transposed");
+    expect_matmul_parity({4, 3, 5, 7}, {7, 6}, dtype, mm, "shared weight, batch folded into rows");
+    expect_matmul_parity({4, 3, 5, 7}, {6, 7}, dtype, b_t, "shared transposed weight");
+    expect_matmul_parity({6, 1, 7}, {7, 9}, dtype, mm, "M = 1 rows folded");
+    expect_matmul_parity({2, 3, 5, 7}, {2, 3, 7, 4}, dtype, mm, "batched");
+    expect_matmul_parity({2, 3, 7, 5}, {2, 3, 7, 4}, dtype, a_t, "batched, a transposed");
+    expect_matmul_parity({2, 1, 5, 7}, {1, 3, 7, 4}, dtype, mm, "broadcast batch dims");
+    expect_matmul_parity({5, 7}, {3, 7, 4}, dtype, mm, "a shared across b's batch");
+    expect_matmul_parity({7}, {7, 4}, dtype, mm, "vector @ matrix");
+    expect_matmul_parity({5, 7}, {7}, dtype, mm, "matrix @ vector");
+    expect_matmul_parity({7}, {7}, dtype, mm, "dot");
+    // Batch dims whose strides do not merge: a loop over the outer dim, batched inside.
+    expect_matmul_parity({3, 2, 5, 7}, {2, 3, 7, 4}, dtype,
+                         [](const Tensor& a, const Tensor& b) { return matmul(permute(a, {1, 0, 2, 3}), b); },
+                         "permuted batch dims");
+    // A layout no GEMM reads (both strides > 1): copied first.
+    expect_matmul_parity({10, 14}, {7, 4}, dtype,
+                         [](const Tensor& a, const Tensor& b) { return matmul(slice(slice(a, 0, 0, 10, 2), 1, 0, 14, 2), b); },
+                         "strided operand");
+  }
+}
+
+TEST(CudaMatmul, EmptyAndZeroKProducts) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Tensor zero_rows = matmul(zeros({0, 7}, {kFloat32, gpu()}), zeros({7, 4}, {kFloat32, gpu()}));
+  EXPECT_EQ(zero_rows.shape(), (Shape{0, 4}));
+  const Tensor k0 = matmul(zeros({5, 0}, {kFloat32, gpu()}), zeros({0, 4}, {kFloat32, gpu()}));
+  EXPECT_EQ(k0.to_vector<float>(), std::vector<float>(20, 0.0f));
+}
+
+TEST(CudaMatmul, Tf32IsSwitchableAndClose) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const bool was = cuda::tf32_enabled();
+  cuda::set_tf32(false);
+  EXPECT_FALSE(cuda::tf32_enabled());
+  cuda::set_tf32(true);
+  EXPECT_TRUE(cuda::tf32_enabled());
+  // TF32 rounds inputs to 10 mantissa bits: relative errors of ~1e-3 per product.
+  const Tensor a = random_normal({64, 300}, kFloat32, 23), b = random_normal({300, 48}, kFloat32, 24);
+  EXPECT_TRUE(matches_cpu(matmul(on_gpu(a), on_gpu(b)), matmul(a, b), 1e-2, 0.1));
+  // float64 never uses it.
+  const Tensor a64 = to(a, kFloat64), b64 = to(b, kFloat64);
+  EXPECT_TRUE(matches_cpu(matmul(on_gpu(a64), on_gpu(b64)), matmul(a64, b64), 1e-11, 1e-11));
+  cuda::set_tf32(was);
+}
+
+}  // namespace
+}  // namespace linea

@@ -1,0 +1,64 @@
+#pragma once
+// Helpers for the CPU-vs-CUDA parity tests (principle 2: the plain CPU kernel is the oracle).
+// Every test starts with LINEA_SKIP_WITHOUT_CUDA(), so without a GPU the suite skips cleanly.
+#include <functional>
+#include <vector>
+
+#include "cuda/backend.h"
+#include "cuda/memory.h"
+#include "tests/test_util.h"
+
+namespace linea::testing {
+
+inline Device gpu() { return Device::cuda(0); }
+
+inline Tensor on_gpu(const Tensor& t) { return to(t, gpu()); }
+
+// Normal values of `shape`, reproducible from `seed`.
+inline Tensor random_normal(const Shape& shape, DType dtype, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, dtype, &gen);
+}
+
+// Tolerances for results computed by different code on the two devices: float64 tight; float32
+// at a few ulps of the transcendental functions and of reassociated sums.
+inline double parity_rtol(DType dtype) { return dtype == kFloat64 ? 1e-12 : 1e-5; }
+inline double parity_atol(DType dtype) { return dtype == kFloat64 ? 1e-12 : 1e-6; }
+
+// The CUDA result (on the GPU, same dtype and shape) agrees with the CPU's.
+inline ::testing::AssertionResult matches_cpu(const Tensor& gpu_result, const Tensor& cpu_result, double rtol,
+                                              double atol) {
+  if (!gpu_result.device().is_cuda())
+    return ::testing::AssertionFailure() << "result is on " << gpu_result.device().str() << ", not on the GPU";
+  if (gpu_result.dtype() != cpu_result.dtype())
+    return ::testing::AssertionFailure() << "dtypes differ: " << gpu_result.describe() << " vs " << cpu_result.describe();
+  return all_close(gpu_result, cpu_result, rtol, atol);
+}
+inline ::testing::AssertionResult matches_cpu(const Tensor& gpu_result, const Tensor& cpu_result) {
+  return matches_cpu(gpu_result, cpu_result, parity_rtol(cpu_result.dtype()), parity_atol(cpu_result.dtype()));
+}
+
+// Equal values (NaN matching NaN, infinities matching), as bit-exact kernels must give.
+inline ::testing::AssertionResult same_values(const Tensor& gpu_result, const Tensor& cpu_result) {
+  if (!gpu_result.device().is_cuda())
+    return ::testing::AssertionFailure() << "result is on " << gpu_result.device().str() << ", not on the GPU";
+  if (gpu_result.dtype() != cpu_result.dtype() || gpu_result.shape() != cpu_result.shape())
+    return ::testing::AssertionFailure() << "got " << gpu_result.describe() << ", expected " << cpu_result.describe();
+  const auto a = gpu_result.to_vector<double>(), e = cpu_result.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == e[i] || (std::isnan(a[i]) && std::isnan(e[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs expected " << e[i];
+  return ::testing::AssertionSuccess();
+}
+
+// Turns TF32 off for a scope (exact float32 GEMMs), restoring the setting after.
+class NoTf32 {
+ public:
+  NoTf32() : was_(cuda::tf32_enabled()) { cuda::set_tf32(false); }
+  ~NoTf32() { cuda::set_tf32(was_); }
+
+ private:
+  bool was_;
+};
+
+}  // namespace linea::testing
