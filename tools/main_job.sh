@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# The main job: sets up and builds linea (tools/setup.sh), then checks every differentiable op's
-# gradient against finite differences (`linea gradcheck`).
+# The main job: sets up and builds linea (tools/setup.sh), then trains the default model (a small
+# ReGLA language model on the fortunes corpus, on the CPU, a few minutes on 2 cores) and prints
+# its validation and test perplexity and a generated sample. Each run gets its own directory under
+# runs/, so an earlier run is never overwritten. Extra arguments go to `linea train`
+# (`bash tools/main_job.sh --help` lists them).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/tools/setup.sh"
-printf '\033[1m[linea]\033[0m linea gradcheck: every op against float64 finite differences\n'
-"$LINEA_BUILD_DIR/tools/linea" gradcheck
+out="$root/runs/main-job-$(date +%Y%m%d-%H%M%S)"
+printf '\033[1m[linea]\033[0m linea train --out %s %s\n' "$out" "$*"
+"$LINEA_BUILD_DIR/tools/linea" train --out "$out" "$@"
+printf '\n\033[1m[linea]\033[0m the run is in %s; try:\n' "$out"
+printf '  %s generate --checkpoint %s --prompt "The " --tokens 200\n' "$LINEA_BUILD_DIR/tools/linea" "$out"
+printf '  %s plot %s --out %s/curves.png\n' "$LINEA_BUILD_DIR/tools/linea" "$out" "$out"

@@ -53,8 +53,14 @@ struct ResumePoint {
 };
 
 std::optional<ResumePoint> find_resume_point(const TrainOptions& o) {
-  if (!o.resume) return std::nullopt;
   const std::optional<std::string> latest = latest_checkpoint(o.out);
+  if (!o.resume) {
+    // A fresh run would overwrite the log and, step by step, the checkpoints of the run already
+    // there: refuse rather than lose it.
+    LINEA_CHECK(!latest.has_value(), "train", "'", o.out, "' already holds a run (latest checkpoint ", *latest,
+                "); pass --resume to continue it, or choose another --out");
+    return std::nullopt;
+  }
   LINEA_CHECK(latest.has_value(), "train", "--resume: '", o.out, "' holds no checkpoint to resume from");
   return ResumePoint{load_checkpoint(*latest), *latest};
 }
