@@ -65,6 +65,7 @@ void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholde
   f.add("d-model", &o.d_model, "model width");
   f.add("heads", &o.heads, "attention heads");
   f.add_choice("mlp", &o.mlp, {"gelu", "gelu_tanh", "geglu", "swiglu"}, "feed-forward block");
+  f.add("mlp-hidden", &o.mlp_hidden, "hidden width of the feed-forward block; 0: 4 d (gelu) or 8/3 d (gated kinds)");
   f.add_choice("norm", &o.norm, {"rms", "layer"}, "normalization of the blocks");
   f.add("tie-embeddings", &o.tie_embeddings, "share the embedding with the output head");
   f.add("dropout", &o.dropout, "residual dropout");

@@ -32,6 +32,7 @@ const std::map<std::string, Binding>& bindings() {
       {"data", bind_field(&O::data)}, {"tokenizer", bind_field(&O::tokenizer)}, {"vocab_size", bind_field(&O::vocab_size)},
       {"tokenizer_file", bind_field(&O::tokenizer_file)}, {"cache_dir", bind_field(&O::cache_dir)}, {"model", bind_field(&O::model)},
       {"layers", bind_field(&O::layers)}, {"d_model", bind_field(&O::d_model)}, {"heads", bind_field(&O::heads)}, {"mlp", bind_field(&O::mlp)},
+      {"mlp_hidden", bind_field(&O::mlp_hidden)},
       {"norm", bind_field(&O::norm)}, {"tie_embeddings", bind_field(&O::tie_embeddings)}, {"dropout", bind_field(&O::dropout)},
       {"layer_options", bind_field(&O::layer_options)}, {"steps", bind_field(&O::steps)}, {"batch", bind_field(&O::batch)},
       {"seq", bind_field(&O::seq)}, {"accum", bind_field(&O::accum)}, {"optimizer", bind_field(&O::optimizer)}, {"lr", bind_field(&O::lr)},
@@ -77,6 +78,7 @@ nn::ModelConfig TrainOptions::model_config(int64_t vocab) const {
   c.heads = heads;
   c.pattern = model.size() == 1 && layers > 0 ? std::string(layers, model[0]) : model;
   c.mlp = mlp;
+  c.mlp_hidden = mlp_hidden;
   c.norm = norm;
   c.tie_embeddings = tie_embeddings;
   c.dropout = dropout;

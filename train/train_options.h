@@ -25,6 +25,7 @@ struct TrainOptions {
   int64_t d_model = 128;
   int64_t heads = 4;
   std::string mlp = "swiglu";
+  int64_t mlp_hidden = 0;        // 0: the --mlp kind's default width (nn/config.h)
   std::string norm = "rms";
   bool tie_embeddings = true;
   double dropout = 0.0;
