@@ -23,6 +23,7 @@ std::shared_ptr<SequenceMixer> make_softmax(const ModelConfig& config, Generator
   c.rope_base = o.get<double>("rope_base", 10000.0);
   c.rotary_dim = o.get<int64_t>("rotary_dim", 0);
   c.window = o.get<int64_t>("window", 0);
+  c.fused = o.get<bool>("fused", c.fused);
   o.finish();
   return std::make_shared<SoftmaxAttention>(c, gen);
 }

@@ -21,6 +21,8 @@ namespace {
 
 using bench::JsonLine;
 using bench::JsonLinesOut;
+using bench::add_timing_flags;
+using bench::check_timing_flags;
 
 struct Config {
   int repeats = 10;
@@ -173,14 +175,11 @@ int run(const std::string& program, std::span<const std::string> args) {
               "  elementwise  add, exp, gelu and\n"
               "  reduction    sum over all, the last dim and the leading dim, each on 1 thread and on\n"
               "               --threads (speedup), and against a plain one-thread loop.");
-  flags.add("repeats", &cfg.repeats, "timed runs per measurement; the median is reported");
-  flags.add("threads", &cfg.threads, "threads of linea's kernels and of OpenBLAS (LINEA_NUM_THREADS, else all cores)");
-  flags.add("out", &cfg.out, "also write the JSON lines to this file");
+  add_timing_flags(flags, &cfg.repeats, &cfg.threads, &cfg.out);
   flags.add("matmul-size", &cfg.matmul_size, "M = N = K of the large matmul");
   flags.add("numel", &cfg.numel, "elements of the elementwise and reduction inputs (rows of 4096)");
   if (!flags.parse(args)) return 0;
-  if (cfg.repeats < 1) flags.fail("--repeats must be at least 1");
-  if (cfg.threads < 1) flags.fail("--threads must be at least 1");
+  check_timing_flags(flags, cfg.repeats, cfg.threads);
   if (cfg.matmul_size < 1) flags.fail("--matmul-size must be at least 1");
   if (cfg.numel < kRowLength) flags.fail("--numel must be at least " + std::to_string(kRowLength));
 

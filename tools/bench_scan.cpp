@@ -31,6 +31,8 @@ namespace {
 
 using bench::JsonLine;
 using bench::JsonLinesOut;
+using bench::add_timing_flags;
+using bench::check_timing_flags;
 
 struct Config {
   int repeats = 10;
@@ -174,9 +176,7 @@ int run(const std::string& program, std::span<const std::string> args) {
               "  scan_op     forward + backward of the scan alone at one layer's shape (float32);\n"
               "  train_step  forward + backward of a language model of --pattern whose linear layers\n"
               "              use one scan or the other (their option fused_scan).");
-  flags.add("repeats", &cfg.repeats, "timed runs per measurement; the median is reported");
-  flags.add("threads", &cfg.threads, "threads of linea's kernels and of OpenBLAS (LINEA_NUM_THREADS, else all cores)");
-  flags.add("out", &cfg.out, "also write the JSON lines to this file");
+  add_timing_flags(flags, &cfg.repeats, &cfg.threads, &cfg.out);
   flags.add("batch", &cfg.batch, "sequences per step");
   flags.add("tokens", &cfg.tokens, "tokens per sequence");
   flags.add("d-model", &cfg.d_model, "model width");
@@ -185,8 +185,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("pattern", &cfg.pattern, "layer letters of the model (nn/model.h)");
   flags.add("device", &cfg.device, "cpu or cuda[:index]");
   if (!flags.parse(args)) return 0;
-  if (cfg.repeats < 1) flags.fail("--repeats must be at least 1");
-  if (cfg.threads < 1) flags.fail("--threads must be at least 1");
+  check_timing_flags(flags, cfg.repeats, cfg.threads);
   if (cfg.batch < 1 || cfg.tokens < 1 || cfg.vocab < 1) flags.fail("--batch, --tokens and --vocab must be positive");
   if (cfg.heads < 1 || cfg.d_model % cfg.heads != 0) flags.fail("--heads must divide --d-model");
 

@@ -93,4 +93,15 @@ void JsonLinesOut::write(const JsonLine& line) {
   if (file_.is_open()) file_ << line.str() << std::endl;
 }
 
+void add_timing_flags(Flags& flags, int* repeats, int* threads, std::string* out) {
+  flags.add("repeats", repeats, "timed runs per measurement; the median is reported");
+  flags.add("threads", threads, "threads of linea's kernels and of OpenBLAS (LINEA_NUM_THREADS, else all cores)");
+  flags.add("out", out, "also write the JSON lines to this file");
+}
+
+void check_timing_flags(const Flags& flags, int repeats, int threads) {
+  if (repeats < 1) flags.fail("--repeats must be at least 1");
+  if (threads < 1) flags.fail("--threads must be at least 1");
+}
+
 }  // namespace linea::cli::bench

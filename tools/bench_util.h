@@ -7,7 +7,14 @@
 #include <utility>
 #include <vector>
 
+#include "tools/flags.h"
+
 namespace linea::cli::bench {
+
+// The flags of the CPU bench targets: --repeats, --threads (linea's kernels and OpenBLAS) and
+// --out; check_timing_flags refuses values below 1 after parsing.
+void add_timing_flags(Flags& flags, int* repeats, int* threads, std::string* out);
+void check_timing_flags(const Flags& flags, int repeats, int threads);
 
 // Median of `repeats` timed calls of fn, in milliseconds, after `warmup` untimed ones (first
 // touches of memory, thread start-up and lazy initialisation are not what we measure).

@@ -220,6 +220,36 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // D_i = dout_i . out_i, one warp per row.
+// The two register-tiled products each backward kernel needs, sharing one loop over the head
+// dim: acc1[i][j] = sum_d r1[row i][d] c1[col j][d] and acc2 likewise from r2 and c2, where the
+// thread's rows are rg*RM + i and its columns cg + C*j of shared-memory tiles with row pitch LD.
+template <class T, int RM, int CN, int C, int D, int LD>
+__device__ __forceinline__ void paired_tile_products(const T* r1, const T* r2, const T* c1, const T* c2, int rg,
+                                                     int cg, T (&acc1)[RM][CN], T (&acc2)[RM][CN]) {
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < CN; ++j) acc1[i][j] = acc2[i][j] = 0;
+#pragma unroll 2
+  for (int d = 0; d < D; ++d) {
+    T a1[RM], a2[RM];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      a1[i] = r1[(rg * RM + i) * LD + d];
+      a2[i] = r2[(rg * RM + i) * LD + d];
+    }
+#pragma unroll
+    for (int j = 0; j < CN; ++j) {
+      const T b1 = c1[(cg + C * j) * LD + d], b2 = c2[(cg + C * j) * LD + d];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        acc1[i][j] += a1[i] * b1;
+        acc2[i][j] += a2[i] * b2;
+      }
+    }
+  }
+}
+
 template <class T>
 __global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* out, T* delta, AttentionShape s) {
   const int64_t rows = s.batch * s.heads * s.tq;
@@ -294,28 +324,7 @@ __global__ void __launch_bounds__(kThreads)
 
       // Transposed tiles: st = k.q (scores), dpt = v.do, rows = keys, columns = queries.
       T st[RM][CN], dpt[RM][CN];
-#pragma unroll
-      for (int i = 0; i < RM; ++i)
-#pragma unroll
-        for (int j = 0; j < CN; ++j) st[i][j] = dpt[i][j] = 0;
-#pragma unroll 2
-      for (int d = 0; d < D; ++d) {
-        T kd[RM], vd[RM];
-#pragma unroll
-        for (int i = 0; i < RM; ++i) {
-          kd[i] = sK[(rg * RM + i) * LD + d];
-          vd[i] = sV[(rg * RM + i) * LD + d];
-        }
-#pragma unroll
-        for (int j = 0; j < CN; ++j) {
-          const T qd = sQ[(cg + C * j) * LD + d], dod = sdO[(cg + C * j) * LD + d];
-#pragma unroll
-          for (int i = 0; i < RM; ++i) {
-            st[i][j] += kd[i] * qd;
-            dpt[i][j] += vd[i] * dod;
-          }
-        }
-      }
+      paired_tile_products<T, RM, CN, C, D, LD>(sK, sV, sQ, sdO, rg, cg, st, dpt);
       // forward was p = exp(scale q.k - lse), so: p recomputed; ds = p (dp - D).
 #pragma unroll
       for (int i = 0; i < RM; ++i)
@@ -419,28 +428,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     T sc[RM][CN], dp[RM][CN];
-#pragma unroll
-    for (int i = 0; i < RM; ++i)
-#pragma unroll
-      for (int j = 0; j < CN; ++j) sc[i][j] = dp[i][j] = 0;
-#pragma unroll 2
-    for (int d = 0; d < D; ++d) {
-      T qd[RM], dod[RM];
-#pragma unroll
-      for (int i = 0; i < RM; ++i) {
-        qd[i] = sQ[(rg * RM + i) * LD + d];
-        dod[i] = sdO[(rg * RM + i) * LD + d];
-      }
-#pragma unroll
-      for (int j = 0; j < CN; ++j) {
-        const T kd = sK[(cg + C * j) * LD + d], vd = sV[(cg + C * j) * LD + d];
-#pragma unroll
-        for (int i = 0; i < RM; ++i) {
-          sc[i][j] += qd[i] * kd;
-          dp[i][j] += dod[i] * vd;
-        }
-      }
-    }
+    paired_tile_products<T, RM, CN, C, D, LD>(sQ, sdO, sK, sV, rg, cg, sc, dp);
     // forward was p = exp(scale q.k - lse), so: ds = p (do.v - D).
 #pragma unroll
     for (int i = 0; i < RM; ++i)

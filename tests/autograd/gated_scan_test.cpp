@@ -14,6 +14,7 @@
 #include "autograd/node.h"
 #include "nn/linear/linear_attention.h"
 #include "nn/linear/scan.h"
+#include "tests/nn/scan_inputs.h"
 #include "tests/test_util.h"
 
 namespace linea {
@@ -22,7 +23,8 @@ namespace {
 using nn::linear::chunked_scan;
 using nn::linear::recurrent_scan;
 
-enum class Decay { None, Scalar, PerChannel };
+using testing::Decay;
+using Inputs = testing::ScanInputs;
 
 struct Layout {
   const char* name;
@@ -41,17 +43,6 @@ const Layout kLayouts[] = {
     {"key_scalar_value", Decay::PerChannel, Decay::Scalar},
 };
 
-struct Inputs {
-  Tensor q, k, v, gk, gv, s0;
-  // The tensors a gradient is taken for, in this order: q, k, v, then gk, gv, s0 where defined.
-  std::vector<Tensor> differentiable() const {
-    std::vector<Tensor> out = {q, k, v};
-    for (const Tensor& t : {gk, gv, s0})
-      if (t.defined()) out.push_back(t);
-    return out;
-  }
-};
-
 struct Draw {
   int64_t B = 2, H = 2, T = 37, dk = 5, dv = 3;
   bool initial_state = true;
@@ -59,20 +50,10 @@ struct Draw {
 };
 
 Inputs make_inputs(const Layout& layout, const Draw& d, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  auto leaf = [dtype](const Tensor& x) { return to(x, dtype).requires_grad_(); };
-  auto decay = [&](Decay kind, int64_t width) {
-    if (kind == Decay::None) return Tensor();
-    return leaf(uniform({d.B, d.H, d.T, kind == Decay::Scalar ? 1 : width}, d.decay_low, d.decay_high, kFloat64, &gen));
-  };
-  Inputs in;
-  in.q = leaf(randn({d.B, d.H, d.T, d.dk}, kFloat64, &gen));
-  in.k = leaf(randn({d.B, d.H, d.T, d.dk}, kFloat64, &gen));
-  in.v = leaf(randn({d.B, d.H, d.T, d.dv}, kFloat64, &gen));
-  in.gk = decay(layout.key, d.dk);
-  in.gv = decay(layout.value, d.dv);
-  if (d.initial_state) in.s0 = leaf(randn({d.B, d.H, d.dv, d.dk}, kFloat64, &gen));
-  return in;
+  return testing::draw_scan_inputs(layout.key, layout.value, d.initial_state, {d.B, d.H, d.T, d.dk, d.dv}, dtype, seed,
+                                   [&d](const Shape& shape, Generator& gen) {
+                                     return uniform(shape, d.decay_low, d.decay_high, kFloat64, &gen);
+                                   });
 }
 
 enum class Form { Fused, Chunked, Recurrent };

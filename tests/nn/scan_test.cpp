@@ -14,6 +14,7 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "tests/nn/scan_inputs.h"
 #include "tests/test_util.h"
 
 namespace linea {
@@ -23,7 +24,10 @@ using nn::linear::chunked_scan;
 using nn::linear::recurrent_scan;
 using nn::linear::ScanOptions;
 
-enum class Decay { None, Scalar, PerChannel };
+using testing::Decay;
+using testing::default_log_decay;
+using testing::LogDecayDraw;
+using Inputs = testing::ScanInputs;
 
 struct Config {
   const char* name;
@@ -50,34 +54,10 @@ const std::vector<Config>& configs() {
   return all;
 }
 
-struct Inputs {
-  Tensor q, k, v, gk, gv, s0;
-  std::vector<Tensor> differentiable() const {
-    std::vector<Tensor> out = {q, k, v};
-    for (const Tensor& t : {gk, gv, s0})
-      if (t.defined()) out.push_back(t);
-    return out;
-  }
-};
-
-// Log decays are drawn by `log_decay` (shape, generator) -> values <= 0; by default those of
-// gates between about 0.2 and 1.
-using LogDecayDraw = std::function<Tensor(const Shape&, Generator&)>;
-Tensor default_log_decay(const Shape& shape, Generator& gen) { return uniform(shape, -1.5, -0.001, kFloat64, &gen); }
-
 Inputs make_inputs(const Config& cfg, int64_t T, DType dtype, uint64_t seed,
                    const LogDecayDraw& log_decay = default_log_decay, int64_t B = 2, int64_t H = 2, int64_t dk = 5,
                    int64_t dv = 3) {
-  Generator gen(seed);
-  auto cast = [dtype](const Tensor& x) { return to(x, dtype).requires_grad_(); };
-  Inputs in;
-  in.q = cast(randn({B, H, T, dk}, kFloat64, &gen));
-  in.k = cast(randn({B, H, T, dk}, kFloat64, &gen));
-  in.v = cast(randn({B, H, T, dv}, kFloat64, &gen));
-  if (cfg.key != Decay::None) in.gk = cast(log_decay({B, H, T, cfg.key == Decay::Scalar ? 1 : dk}, gen));
-  if (cfg.value != Decay::None) in.gv = cast(log_decay({B, H, T, cfg.value == Decay::Scalar ? 1 : dv}, gen));
-  if (cfg.initial_state) in.s0 = cast(randn({B, H, dv, dk}, kFloat64, &gen));
-  return in;
+  return testing::draw_scan_inputs(cfg.key, cfg.value, cfg.initial_state, {B, H, T, dk, dv}, dtype, seed, log_decay);
 }
 
 // max |a - b| / max |b|: the error relative to the reference's scale.

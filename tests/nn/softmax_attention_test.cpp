@@ -4,23 +4,17 @@
 #include <cmath>
 
 #include "nn/attention/softmax_attention.h"
+#include "tests/nn/mixer_forms.h"
 #include "tests/test_util.h"
 
 namespace linea::nn {
 namespace {
 
 using linea::testing::all_close;
+using linea::testing::decode_all;
 
 SoftmaxAttentionConfig small_config(int64_t kv_heads, int64_t window, bool rope) {
   return {.d_model = 12, .heads = 4, .kv_heads = kv_heads, .head_dim = 6, .rope = rope, .window = window};
-}
-
-// Runs step() over every position and stacks the outputs: (B, T, D).
-Tensor decode_all(SequenceMixer& layer, const Tensor& x) {
-  auto state = layer.init_state(x.size(0));
-  std::vector<Tensor> outputs;
-  for (int64_t t = 0; t < x.size(1); ++t) outputs.push_back(layer.step(select(x, 1, t), *state));
-  return stack(outputs, 1);
 }
 
 // Direct reference: per query head, scores over allowed positions, with K/V head h / group.
@@ -79,6 +73,22 @@ TEST_P(SoftmaxAttentionVariants, DecodingGradientsMatchForward) {
   const auto g_full = grad(sum(layer.forward(x) * u), inputs);
   const auto g_step = grad(sum(decode_all(layer, x) * u), inputs);
   for (size_t i = 0; i < inputs.size(); ++i) EXPECT_TRUE(all_close(g_step[i], g_full[i], 1e-9, 1e-11)) << "input " << i;
+}
+
+// Decoding from the KV cache against the full forward, outputs and gradients, in both dtypes, with
+// the largest differences printed for the record (as the recurrent layers print theirs).
+TEST_P(SoftmaxAttentionVariants, KvCacheDecodingEqualsForwardInBothDtypes) {
+  const Variant p = GetParam();
+  for (const DType dtype : {kFloat64, kFloat32}) {
+    Generator gen(10);
+    SoftmaxAttention layer(small_config(p.kv_heads, p.window, p.rope), gen);
+    layer.to(dtype);
+    const testing::FormDiff d = testing::compare_forms(layer, randn({2, 13, 12}, dtype, &gen));
+    const std::string what = "softmax kv_heads=" + std::to_string(p.kv_heads) + " window=" + std::to_string(p.window) +
+                             (p.rope ? " rope" : "");
+    testing::expect_forms_agree(d, dtype, what);
+    testing::print_forms(what, dtype, d);
+  }
 }
 
 TEST_P(SoftmaxAttentionVariants, IsCausal) {
