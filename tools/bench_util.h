@@ -20,8 +20,9 @@ void check_timing_flags(const Flags& flags, int repeats, int threads);
 // touches of memory, thread start-up and lazy initialisation are not what we measure).
 double median_ms(int repeats, const std::function<void()>& fn, int warmup = 1);
 
-// Medians of two contenders timed alternately, call by call, so that load from other processes
-// falls on both alike and their ratio stays fair on a busy machine.
+// Medians of two contenders timed alternately, call by call and in alternating order, so that
+// load from other processes and caches warmed by the other contender fall on both alike and their
+// ratio stays fair on a busy machine.
 std::pair<double, double> median_ms_pair(int repeats, const std::function<void()>& a, const std::function<void()>& b,
                                          int warmup = 1);
 

@@ -102,6 +102,9 @@ void TrainOptions::validate() const {
   LINEA_CHECK(lr > 0 && std::isfinite(lr), "train", "--lr must be positive, got ", lr);
   LINEA_CHECK(min_lr >= 0 && min_lr <= lr, "train", "--min-lr must be in [0, lr], got ", min_lr);
   LINEA_CHECK(warmup >= 0, "train", "--warmup must be >= 0, got ", warmup);
+  LINEA_CHECK(warmup <= steps, "train", "--warmup ", warmup, " is longer than the run (--steps ", steps,
+              "); pass a --warmup of at most ", steps);
+  LINEA_CHECK(mlp_hidden >= 0, "train", "--mlp-hidden must be >= 0 (0: the default width), got ", mlp_hidden);
   LINEA_CHECK(weight_decay >= 0, "train", "--weight-decay must be >= 0, got ", weight_decay);
   LINEA_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "train", "--beta1 and --beta2 must be in [0, 1)");
   LINEA_CHECK(eps > 0, "train", "--eps must be positive, got ", eps);

@@ -172,6 +172,30 @@ TEST(Trainer, RefusesBadInput) {
   o = tiny_options(dir, "bad");
   o.layer_options = "{\"S\": ";
   EXPECT_LINEA_ERROR(train_model(o, null), "--layer-options");
+  o = tiny_options(dir, "bad");
+  o.warmup = o.steps + 1;
+  EXPECT_LINEA_ERROR(train_model(o, null), "--warmup 13 is longer than the run (--steps 12)");
+  o = tiny_options(dir, "bad");
+  o.mlp_hidden = -2;
+  EXPECT_LINEA_ERROR(train_model(o, null), "--mlp-hidden");
+  std::fclose(null);
+}
+
+// A fresh run pointed at a directory that already holds one is refused, and the run there is
+// left as it was: its log and its checkpoints.
+TEST(Trainer, FreshRunDoesNotOverwriteAnExistingRun) {
+  TempDir dir;
+  write_corpus(dir);
+  std::FILE* null = quiet();
+  TrainOptions o = tiny_options(dir, "run");
+  train_model(o, null);
+  const std::string log_before = read_file(dir / "run/log.jsonl", "log");
+  const std::optional<std::string> latest_before = latest_checkpoint(dir / "run");
+  o.seed = 99;
+  EXPECT_LINEA_ERROR(train_model(o, null), "already holds a run", "--resume");
+  EXPECT_EQ(read_file(dir / "run/log.jsonl", "log"), log_before);
+  EXPECT_EQ(latest_checkpoint(dir / "run"), latest_before);
+  EXPECT_NO_THROW(load_checkpoint(*latest_before));
   std::fclose(null);
 }
 
