@@ -124,6 +124,7 @@ std::vector<Case> op_cases() {
   cases::add_indexing_cases(table);
   cases::add_dropout_cases(table);
   cases::add_attention_cases(table);
+  cases::add_rotary_cases(table);
   cases::add_scan_cases(table);
   return table;
 }

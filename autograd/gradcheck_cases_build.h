@@ -73,6 +73,7 @@ void add_norm_cases(Table& table);         // gradcheck_cases_nn.cpp
 void add_indexing_cases(Table& table);     // gradcheck_cases_nn.cpp
 void add_dropout_cases(Table& table);      // gradcheck_cases_nn.cpp
 void add_attention_cases(Table& table);    // gradcheck_cases_attention.cpp
+void add_rotary_cases(Table& table);       // gradcheck_cases_attention.cpp
 void add_scan_cases(Table& table);         // gradcheck_cases_scan.cpp
 
 }  // namespace linea::gradcheck::cases

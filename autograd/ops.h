@@ -11,6 +11,7 @@
 //   softmax.cpp    softmax, log_softmax, cross_entropy
 //   norm.cpp       layer_norm, rms_norm
 //   attention.cpp  scaled_dot_product_attention (fused, causal, grouped-query, sliding window)
+//   rotary.cpp     rotary_embedding (fused RoPE)
 //   scan.cpp       gated_linear_scan (the fused gated linear attention recurrence)
 //   indexing.cpp   index_select, gather, scatter_add, embedding
 //   dropout.cpp    dropout
@@ -163,6 +164,15 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // Its backward is a fused kernel too (not differentiable again).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window = 0,
                                     std::optional<double> scale = {});
+
+// ---- rotary position embedding ----
+// RoPE (nn/layers/rope.h) in one fused kernel: for x (..., T, dh) and tables cos, sin (T, half)
+// of the angles of row t (dim -2) and pair i < half,
+//   y_i = x_i cos - x_{i+half} sin,   y_{i+half} = x_{i+half} cos + x_i sin,   y_j = x_j (j >= 2 half),
+// equal to x * [cos, cos] + rotate_half(x) * [sin, sin]. y is laid out in memory like x (when x
+// is dense), so transposed inputs cost no copy. Differentiable in x (the backward is the inverse
+// rotation, itself differentiable); the tables are constants.
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 // ---- scan ----
 // The gated linear attention recurrence through the fused kernel (tensor/backend.h: gated_scan),

@@ -28,6 +28,9 @@ inline unsigned blocks_for(int64_t n, int device, int threads = kThreads) {
   return static_cast<unsigned>(needed < 1 ? 1 : (needed < cap ? needed : cap));
 }
 
+// Blocks of `per_block` items that cover n items.
+inline int64_t ceil_div(int64_t n, int64_t per_block) { return (n + per_block - 1) / per_block; }
+
 }  // namespace linea::cuda
 
 // for (int64_t i = <this thread's first item>; i < n; i += <threads in the grid>)
@@ -54,6 +57,7 @@ namespace linea::cuda {
 template <int N>
 struct StridedOffsets {
   int ndim = 1;                  // merged dims, outermost first
+  bool index32 = false;          // every element index fits 32 bits: split it with 32-bit divisions
   int64_t sizes[kMaxDims];       // sizes[ndim - 1] is the innermost
   int64_t strides[kMaxDims][N];  // per merged dim, per operand; 0 where broadcast
 
@@ -68,6 +72,21 @@ struct StridedOffsets {
     for (int k = 0; k < N; ++k) off[k] = 0;
     // Unrolled over kMaxDims with a guard, so that the arrays are indexed by constants (a
     // run-time index would copy the parameter struct to local memory).
+    if (index32) {  // a 32-bit division is a few instructions, a 64-bit one a long subroutine
+      uint32_t j = static_cast<uint32_t>(i);
+#pragma unroll
+      for (int d = kMaxDims - 1; d >= 0; --d) {
+        if (d < ndim) {
+          const uint32_t size = static_cast<uint32_t>(sizes[d]);
+          const uint32_t q = j / size;
+          const int64_t r = j - q * size;
+          j = q;
+#pragma unroll
+          for (int k = 0; k < N; ++k) off[k] += r * strides[d][k];
+        }
+      }
+      return;
+    }
 #pragma unroll
     for (int d = kMaxDims - 1; d >= 0; --d) {
       if (d < ndim) {
@@ -87,6 +106,7 @@ StridedOffsets<N> strided_offsets(const Shape& shape, const std::array<const Sha
   const cpu::Runs<N> runs = cpu::merge_dims<N>(shape, strides);
   StridedOffsets<N> s;
   s.ndim = static_cast<int>(runs.sizes.size());
+  s.index32 = numel_of(shape) <= static_cast<int64_t>(UINT32_MAX);
   LINEA_CHECK(s.ndim <= kMaxDims, "cuda", "more than ", kMaxDims, " dims in shape ", shape_str(shape));
   for (int d = 0; d < kMaxDims; ++d) {
     s.sizes[d] = d < s.ndim ? runs.sizes[d] : 1;

@@ -52,6 +52,10 @@ class Backend {
 
   // Elementwise. Inputs already have out's shape (expanded with stride 0 where broadcast).
   virtual void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const = 0;
+  // out = dy * derivative(x) for one of the derivative helpers (Step, GeluTanhGrad, GeluErfGrad,
+  // EluGrad): an activation's backward in one pass over memory instead of two.
+  virtual void unary_grad(UnaryOp derivative, const Tensor& x, const Tensor& dy, const Tensor& out,
+                          UnaryArgs args) const = 0;
   // Comparisons write Bool; And/Or take Bool; everything else takes and writes one float dtype.
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const = 0;
   // out = cond ? a : b, cond Bool.
@@ -106,6 +110,13 @@ class Backend {
                         const Tensor& rstd) const = 0;
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                  const Tensor& dy, const Tensor& dx, const Tensor& dweight) const = 0;
+
+  // Rotary position embedding (nn/layers/rope.h) of the two halves x1, x2 of the rotated dims:
+  //   y1 = x1 cos - x2 sin,  y2 = x2 cos + x1 sin;  inverse (sin -> -sin): the backward, as the
+  // rotation is orthogonal. All six have one shape (cos and sin expanded with stride 0 over the
+  // leading dims); y1 and y2 are written through any view, like the elementwise kernels.
+  virtual void rotary(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin, bool inverse,
+                      const Tensor& y1, const Tensor& y2) const = 0;
 
   // Causal softmax attention in the FlashAttention manner (no T x T matrix in memory).
   // q (B, H, Tq, dh); k, v (B, KV, Tk, dh) with KV dividing H (query head h reads K/V head

@@ -23,6 +23,12 @@ template <class T> LINEA_HD T softplus(T x) {
 // log(sigmoid(x)) = -softplus(-x).
 template <class T> LINEA_HD T log_sigmoid(T x) { return -softplus(-x); }
 
+// Rotary position embedding of one pair (x1, x2) by the angle whose cosine and sine are c, s.
+template <class T> LINEA_HD void rotate_pair(T x1, T x2, T c, T s, T& y1, T& y2) {
+  y1 = x1 * c - x2 * s;
+  y2 = x2 * c + x1 * s;
+}
+
 constexpr double kSqrt2OverPi = 0.79788456080286535587989;
 constexpr double kInvSqrt2 = 0.70710678118654752440084;
 constexpr double kInvSqrt2Pi = 0.39894228040143267793995;

@@ -23,6 +23,26 @@ Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, From from, Deriva
   return record(name, {x}, y, [saved, derivative](const Tensor& gy) -> Grads { return {gy * derivative(saved.get())}; });
 }
 
+// gy * derivative(x) in one pass (Backend::unary_grad), for the derivative helper kernels; itself
+// differentiable in gy (for double backward).
+Tensor times_derivative(const Tensor& gy, UnaryOp derivative, const Tensor& x, UnaryArgs args) {
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  backend_for(x).unary_grad(derivative, x, gy, out, args);
+  return record("activation_backward", {gy}, out, [x, derivative, args](const Tensor& gg) -> Grads {
+    return {times_derivative(gg, derivative, x, args)};
+  });
+}
+
+// y = kernel(x) for an activation whose derivative is a helper kernel: backward gy * derivative(x)
+// fused, one pass over memory rather than the derivative and then the product.
+Tensor activation_op(const char* name, UnaryOp op, UnaryOp derivative, const Tensor& x, UnaryArgs args = {}) {
+  check_floating(x, name);
+  Tensor y = unary_kernel(op, x, args);
+  return record(name, {x}, y, [xs = SavedTensor(x), derivative, args](const Tensor& gy) -> Grads {
+    return {times_derivative(gy, derivative, xs.get(), args)};
+  });
+}
+
 }  // namespace
 
 Tensor neg(const Tensor& x) {
@@ -75,20 +95,15 @@ Tensor softplus(const Tensor& x) {
 }
 // forward was y = max(x, 0): dy/dx = [x > 0].
 Tensor relu(const Tensor& x) {
-  return unary_op("relu", UnaryOp::Relu, x, From::Input, [](const Tensor& x) { return unary_kernel(UnaryOp::Step, x); });
+  return activation_op("relu", UnaryOp::Relu, UnaryOp::Step, x);
 }
 // forward was y = x (x > 0), alpha (e^x - 1) otherwise: dy/dx = 1 or alpha e^x.
 Tensor elu(const Tensor& x, double alpha) {
-  return unary_op(
-      "elu", UnaryOp::Elu, x, From::Input,
-      [alpha](const Tensor& x) { return unary_kernel(UnaryOp::EluGrad, x, {alpha, 0}); }, {alpha, 0});
+  return activation_op("elu", UnaryOp::Elu, UnaryOp::EluGrad, x, {alpha, 0});
 }
 Tensor gelu(const Tensor& x, GeluApprox approx) {
-  if (approx == GeluApprox::Tanh)
-    return unary_op("gelu_tanh", UnaryOp::GeluTanh, x, From::Input,
-                    [](const Tensor& x) { return unary_kernel(UnaryOp::GeluTanhGrad, x); });
-  return unary_op("gelu", UnaryOp::GeluErf, x, From::Input,
-                  [](const Tensor& x) { return unary_kernel(UnaryOp::GeluErfGrad, x); });
+  if (approx == GeluApprox::Tanh) return activation_op("gelu_tanh", UnaryOp::GeluTanh, UnaryOp::GeluTanhGrad, x);
+  return activation_op("gelu", UnaryOp::GeluErf, UnaryOp::GeluErfGrad, x);
 }
 // forward was y = x sigmoid(x): dy/dx = s + x s (1 - s), s = sigmoid(x).
 Tensor silu(const Tensor& x) {

@@ -23,28 +23,20 @@
 // element so that the threads of a warp reading down a column hit different banks. Scores and
 // sums are in float32 for float32 inputs (float64 for float64). Tiles that a sliding window or the
 // causal mask hides entirely are never loaded; partly hidden ones are masked elementwise.
+//
+// These are the exact kernels: float64, and float32 while TF32 is off. With TF32 on (the default,
+// as for the cuBLAS matmuls) float32 runs the tensor-core version of the same algorithm,
+// attention_tf32.cu; attention_tiles.cuh holds what the two share.
+#include "cuda/backend.h"
 #include "cuda/buffer.h"
+#include "cuda/kernels/attention_tiles.cuh"
 #include "cuda/kernels/rows.cuh"
 
 namespace linea::cuda {
 
 namespace {
 
-// Element strides of the batch, head and position dims of a (B, heads, T, dh) tensor whose last
-// dim is contiguous.
-struct HeadStrides {
-  int64_t b, h, t;
-};
-
-struct AttentionShape {
-  int64_t batch, heads, kv_heads, tq, tk, dh, window;
-};
-
-// Whether query row i (position tk - tq + i) sees key position s.
-__device__ __forceinline__ bool visible(int64_t row, int64_t key, const AttentionShape& s) {
-  const int64_t position = s.tk - s.tq + row;
-  return row < s.tq && key <= position && (s.window == 0 || key > position - s.window);
-}
+using namespace attention_tiles;
 
 // The thread layout of a tile kernel: kThreads threads in row groups of kCols adjacent lanes.
 template <int D, int kRows, int kColumns, int kThreads>
@@ -82,31 +74,6 @@ __device__ __forceinline__ T row_group_sum(T v) {
 #pragma unroll
   for (int offset = 1; offset < 8; offset <<= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
-}
-
-// The key range [first tile start, last key] the query rows [q0, q0 + kRows) can see.
-struct KeySpan {
-  int64_t first, last;
-};
-template <int kRows, int kKeys>
-__device__ __forceinline__ KeySpan key_span(int64_t q0, const AttentionShape& s) {
-  const int64_t offset = s.tk - s.tq;
-  const int64_t last_row = (q0 + kRows < s.tq ? q0 + kRows : s.tq) - 1;
-  int64_t first = s.window > 0 ? offset + q0 - s.window + 1 : 0;
-  if (first < 0) first = 0;
-  return {(first / kKeys) * kKeys, offset + last_row};
-}
-
-// Block -> (batch, head, query tile), the tiles with the most keys (the last ones) first so that
-// the long blocks do not end up alone at the tail of the grid.
-struct QueryTile {
-  int64_t b, h, q0;
-};
-template <int kRows>
-__device__ __forceinline__ QueryTile query_tile(const AttentionShape& s) {
-  const int64_t heads = s.batch * s.heads, tiles = (s.tq + kRows - 1) / kRows;
-  const int64_t bh = blockIdx.x % heads, tile = tiles - 1 - blockIdx.x / heads;
-  return {bh / s.heads, bh % s.heads, tile * kRows};
 }
 
 template <class T, int D, int BQ, int BK, int kThreads>
@@ -284,9 +251,8 @@ __global__ void __launch_bounds__(kThreads)
   T* sLse = sT + BK * LS;  // BQ
   T* sDelta = sLse + BQ;   // BQ
 
-  const int64_t pairs = s.batch * s.kv_heads;
-  const int64_t b = (blockIdx.x % pairs) / s.kv_heads, kvh = blockIdx.x % pairs % s.kv_heads;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.x / pairs) * BK;
+  const KeyTile kt = key_tile<BK>(s);
+  const int64_t b = kt.b, kvh = kt.kvh, k0 = kt.k0;
   const int rg = threadIdx.x / C, cg = threadIdx.x % C;
   load_tile<BK, D, kThreads>(sK, k + b * ks.b + kvh * ks.h, ks.t, k0, s.tk, s.dh);
   load_tile<BK, D, kThreads>(sV, v + b * vs.b + kvh * vs.h, vs.t, k0, s.tk, s.dh);
@@ -297,21 +263,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int n = 0; n < DN; ++n) dk_acc[i][n] = dv_acc[i][n] = 0;
 
-  // The query rows that see some key of this tile: row >= key - offset (causal) and, with a
-  // window, row < key - offset + window.
-  const int64_t offset = s.tk - s.tq;
-  const int64_t last_key = (k0 + BK < s.tk ? k0 + BK : s.tk) - 1;
-  const int64_t row_first = k0 - offset > 0 ? k0 - offset : 0;
-  int64_t row_last = s.tq - 1;
-  if (s.window > 0 && last_key - offset + s.window - 1 < row_last) row_last = last_key - offset + s.window - 1;
-
+  const RowSpan rows = row_span<BK>(k0, s);
   const int64_t group = s.heads / s.kv_heads;
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     const T* qb = q + b * qs.b + h * qs.h;
     const T* dob = dout + b * dos.b + h * dos.h;
     const T* lse_h = lse + (b * s.heads + h) * s.tq;
     const T* delta_h = delta + (b * s.heads + h) * s.tq;
-    for (int64_t q0 = (row_first / BQ) * BQ; q0 <= row_last; q0 += BQ) {
+    for (int64_t q0 = (rows.first / BQ) * BQ; q0 <= rows.last; q0 += BQ) {
       __syncthreads();  // the previous tile's readers are done
       load_tile<BQ, D, kThreads>(sQ, qb, qs.t, q0, s.tq, s.dh);
       load_tile<BQ, D, kThreads>(sdO, dob, dos.t, q0, s.tq, s.dh);
@@ -485,26 +444,6 @@ struct Tiling<double> {
   static constexpr TileShape forward{32, 32, 128}, dkdv{32, 32, 128}, dq{32, 32, 128};
 };
 
-// Calls f.template operator()<D>() with the padded head dim for dh.
-template <class F>
-void with_head_dim(int64_t dh, F&& f) {
-  if (dh <= 32) f.template operator()<32>();
-  else if (dh <= 64) f.template operator()<64>();
-  else if (dh <= 128) f.template operator()<128>();
-  else fail("attention", "the CUDA kernel supports head dims up to 128, got ", dh);
-}
-
-// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in) and launches it.
-template <class... KernelArgs, class... Args>
-void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, size_t bytes, cudaStream_t stream,
-                  const char* op, Args&&... args) {
-  if (blocks == 0) return;
-  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-                   op, bytes, " bytes of shared memory");
-  kernel<<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(std::forward<Args>(args)...);
-  LINEA_CUDA_LAUNCH_CHECK(op, blocks, " blocks of ", threads, " threads, ", bytes, " bytes of shared memory");
-}
-
 // q, k, v, dout with a contiguous last dim are read in place (any other strides); others are copied.
 Tensor rows_readable(const Tensor& t) {
   return t.size(3) == 1 || t.stride(3) == 1 ? t : contiguous_copy(t);
@@ -516,8 +455,6 @@ AttentionShape shape_of(const Tensor& q, const Tensor& k, int64_t window) {
   return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), window};
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_, double scale, int64_t window,
@@ -527,6 +464,12 @@ void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_
   const cudaStream_t stream = use_device(device_);
   const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
   const AttentionShape s = shape_of(q, k, window);
+  if (q.dtype() == kFloat32 && tf32_enabled()) {
+    attention_forward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), head_strides(q), head_strides(k),
+                            head_strides(v), out.data<float>(), lse.data<float>()},
+                           s, static_cast<float>(scale), stream);
+    return;
+  }
   dispatch_floating(q.dtype(), "attention", [&]<class T>() {
     with_head_dim(s.dh, [&]<int D>() {
       constexpr TileShape ts = Tiling<T>::forward;
@@ -556,6 +499,15 @@ void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const T
     attention_delta_kernel<T><<<row_blocks<32>(s.batch * s.heads * s.tq, device_), 256, 0, stream>>>(
         dout.data<T>(), head_strides(dout), out.data<T>(), delta.as<T>(), s);
     LINEA_CUDA_LAUNCH_CHECK("attention_backward", "dout . out of ", dout.describe());
+    if constexpr (std::is_same_v<T, float>)
+      if (tf32_enabled()) {
+        attention_backward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(),
+                                 lse.data<float>(), delta.as<float>(), head_strides(q), head_strides(k),
+                                 head_strides(v), head_strides(dout), dq.data<float>(), dk.data<float>(),
+                                 dv.data<float>()},
+                                s, static_cast<float>(scale), stream);
+        return;
+      }
     with_head_dim(s.dh, [&]<int D>() {
       constexpr TileShape kv = Tiling<T>::dkdv;
       const size_t kv_bytes = sizeof(T) * (2 * (kv.bk + kv.bq) * (D + 1) + kv.bk * (kv.bq + 1) + 2 * kv.bq);

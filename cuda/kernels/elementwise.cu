@@ -105,6 +105,18 @@ struct UnaryFn {
   __device__ void operator()(int64_t, const int64_t (&o)[2]) const { out[o[0]] = unary_value(op, in[o[1]], a, b); }
 };
 
+// out = dy * derivative(x), derivative one of the helpers unary_value knows.
+template <class T>
+struct UnaryGradFn {
+  const T *x, *dy;
+  T* out;
+  UnaryOp derivative;
+  T a;
+  __device__ void operator()(int64_t, const int64_t (&o)[3]) const {
+    out[o[0]] = dy[o[2]] * unary_value(derivative, x[o[1]], a, T(0));
+  }
+};
+
 template <class T>
 __device__ T arithmetic_value(BinaryOp op, T x, T y) {
   switch (op) {
@@ -161,6 +173,16 @@ struct WhereFn {
   __device__ void operator()(int64_t, const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
 };
 
+template <class T>
+struct RotaryFn {
+  const T *x1, *x2, *cos, *sin;
+  T *y1, *y2;
+  T sign;
+  __device__ void operator()(int64_t, const int64_t (&o)[6]) const {
+    scalar::rotate_pair(x1[o[0]], x2[o[1]], cos[o[2]], sign * sin[o[3]], y1[o[4]], y2[o[5]]);
+  }
+};
+
 }  // namespace
 
 void CudaBackend::fill(const Tensor& out, double value) const {
@@ -199,6 +221,17 @@ void CudaBackend::unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryAr
   });
 }
 
+void CudaBackend::unary_grad(UnaryOp derivative, const Tensor& x, const Tensor& dy, const Tensor& out,
+                             UnaryArgs args) const {
+  const bool helper = derivative == UnaryOp::Step || derivative == UnaryOp::GeluTanhGrad ||
+                      derivative == UnaryOp::GeluErfGrad || derivative == UnaryOp::EluGrad;
+  if (!helper) fail("unary_grad", "op ", static_cast<int>(derivative), " is not a derivative helper");
+  dispatch_floating(x.dtype(), "unary_grad", [&]<class T>() {
+    for_each_element<3>("unary_grad", device_, out.shape(), {&out.strides(), &x.strides(), &dy.strides()},
+                        UnaryGradFn<T>{x.data<T>(), dy.data<T>(), out.data<T>(), derivative, static_cast<T>(args.a)});
+  });
+}
+
 void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const {
   const std::array<const Shape*, 3> strides{&out.strides(), &a.strides(), &b.strides()};
   if (op == BinaryOp::And || op == BinaryOp::Or) {
@@ -221,6 +254,17 @@ void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, co
   dispatch_all(out.dtype(), [&]<class T>() {
     for_each_element<4>("where", device_, out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
                         WhereFn<T>{cond.data<bool>(), a.data<T>(), b.data<T>(), out.data<T>()});
+  });
+}
+
+void CudaBackend::rotary(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin, bool inverse,
+                         const Tensor& y1, const Tensor& y2) const {
+  dispatch_floating(y1.dtype(), "rotary", [&]<class T>() {
+    for_each_element<6>(
+        "rotary", device_, y1.shape(),
+        {&x1.strides(), &x2.strides(), &cos.strides(), &sin.strides(), &y1.strides(), &y2.strides()},
+        RotaryFn<T>{x1.data<T>(), x2.data<T>(), cos.data<T>(), sin.data<T>(), y1.data<T>(), y2.data<T>(),
+                    inverse ? T(-1) : T(1)});
   });
 }
 

@@ -376,8 +376,6 @@ __global__ void sum_parts_kernel(const T* parts, int64_t slices, int64_t rows, i
 
 // ---- host side ----
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Calls f.template operator()<CK>() with the columns per lane for dk.
 template <class F>
 void with_key_dim(int64_t dk, const char* op, F&& f) {

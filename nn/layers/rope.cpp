@@ -21,18 +21,16 @@ void RoPE::ensure_tables(int64_t length, DType dtype, Device device) const {
   if (table_length() < length) {
     const int64_t capacity = std::max(length, 2 * table_length());
     const int64_t half = rotary_dim_ / 2;
-    std::vector<double> c(static_cast<size_t>(capacity * rotary_dim_)), s(c.size());
+    std::vector<double> c(static_cast<size_t>(capacity * half)), s(c.size());
     for (int64_t p = 0; p < capacity; ++p)
       for (int64_t i = 0; i < half; ++i) {
         // The angle in float64 and from the exact position, so position 100000 is as accurate as 1.
         const double angle = static_cast<double>(p) * std::pow(base_, -2.0 * static_cast<double>(i) / rotary_dim_);
-        for (int64_t j : {i, i + half}) {
-          c[static_cast<size_t>(p * rotary_dim_ + j)] = std::cos(angle);
-          s[static_cast<size_t>(p * rotary_dim_ + j)] = std::sin(angle);
-        }
+        c[static_cast<size_t>(p * half + i)] = std::cos(angle);
+        s[static_cast<size_t>(p * half + i)] = std::sin(angle);
       }
-    cos_ = from_vector(c, {capacity, rotary_dim_});
-    sin_ = from_vector(s, {capacity, rotary_dim_});
+    cos_ = from_vector(c, {capacity, half});
+    sin_ = from_vector(s, {capacity, half});
     cos_cast_ = Tensor();
   }
   const bool stale = !cos_cast_.defined() || cos_cast_.dtype() != dtype || cos_cast_.device() != device;
@@ -46,13 +44,9 @@ Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
   check_last_dim(x, head_dim_, "RoPE");
   LINEA_CHECK(x.dim() >= 2, "RoPE", "expects input (..., time, ", head_dim_, "), got ", x.describe());
   LINEA_CHECK(offset >= 0, "RoPE", "position offset must be non-negative, got ", offset);
-  const int64_t length = x.size(-2), r = rotary_dim_;
+  const int64_t length = x.size(-2);
   ensure_tables(offset + length, x.dtype(), x.device());
-  const Tensor cos = narrow(cos_cast_, 0, offset, length), sin = narrow(sin_cast_, 0, offset, length);
-  const Tensor rot = narrow(x, -1, 0, r);
-  const Tensor rotated_half = cat({-narrow(rot, -1, r / 2, r / 2), narrow(rot, -1, 0, r / 2)}, -1);
-  const Tensor y = rot * cos + rotated_half * sin;
-  return r == head_dim_ ? y : cat({y, narrow(x, -1, r, head_dim_ - r)}, -1);
+  return rotary_embedding(x, narrow(cos_cast_, 0, offset, length), narrow(sin_cast_, 0, offset, length));
 }
 
 Tensor RoPE::step(const Tensor& x, int64_t position) const {

@@ -8,15 +8,17 @@
 //   y_j       = x_j  for j >= r (partial rotary: Pythia rotates a quarter of each head)
 //
 // i.e. y = x * cos + rotate_half(x) * sin with rotate_half([a, b]) = [-b, a]. Rotating q at m and
-// k at n by their positions makes q_m . k_n depend on m - n only.
+// k at n by their positions makes q_m . k_n depend on m - n only. Computed by the fused op
+// rotary_embedding (autograd/ops/rotary.cpp): one pass forward and one backward.
 //
 // Layout (..., T, dh): time in the second-to-last dim, so (B, H, T, dh), the layout attention
 // computes in, works directly; row t gets position offset + t. Decoding one token at position p
 // is forward(x (B, H, 1, dh), p) or step(x (B, H, dh), p); both equal the rows of the full
 // forward. A (B, T, H, dh) tensor is transposed first.
 //
-// cos/sin come from float64 tables of positions [0, capacity), computed once and doubled when a
-// longer position is asked for, then converted once to the input's dtype and device. They are
+// cos/sin (of p theta_i, i < r/2) come from float64 tables of positions [0, capacity), computed
+// once and doubled when a longer position is asked for, then converted once to the input's dtype
+// and device. They are
 // not buffers: they are a function of the options, not state, and stay out of state dicts.
 // The cache makes forward not thread-safe.
 #include "nn/module.h"
@@ -45,7 +47,7 @@ class RoPE : public Module {
 
   int64_t head_dim_, rotary_dim_;
   double base_;
-  // Float64 host tables (capacity, r), and their copies in the dtype and device last used.
+  // Float64 host tables (capacity, r/2), and their copies in the dtype and device last used.
   mutable Tensor cos_, sin_, cos_cast_, sin_cast_;
 };
 

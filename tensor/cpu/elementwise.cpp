@@ -146,6 +146,21 @@ void CpuBackend::unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArg
   dispatch_floating(in.dtype(), "unary", [&]<class T>() { unary_typed<T>(op, in, out, args); });
 }
 
+void CpuBackend::unary_grad(UnaryOp derivative, const Tensor& x, const Tensor& dy, const Tensor& out,
+                            UnaryArgs args) const {
+  dispatch_floating(x.dtype(), "unary_grad", [&]<class T>() {
+    using namespace scalar;
+    const T a = static_cast<T>(args.a);
+    switch (derivative) {
+      case UnaryOp::Step: return map2<T, T>(x, dy, out, [](T x, T g) { return g * (x > T(0) ? T(1) : T(0)); });
+      case UnaryOp::GeluTanhGrad: return map2<T, T>(x, dy, out, [](T x, T g) { return g * gelu_tanh_grad(x); });
+      case UnaryOp::GeluErfGrad: return map2<T, T>(x, dy, out, [](T x, T g) { return g * gelu_erf_grad(x); });
+      case UnaryOp::EluGrad: return map2<T, T>(x, dy, out, [a](T x, T g) { return g * elu_grad(x, a); });
+      default: fail("unary_grad", "op ", static_cast<int>(derivative), " is not a derivative helper");
+    }
+  });
+}
+
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const {
   if (op == BinaryOp::And || op == BinaryOp::Or) {
     if (op == BinaryOp::And) map2<bool, bool>(a, b, out, [](bool x, bool y) { return x && y; });
@@ -169,6 +184,22 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, con
                     [&](const std::array<int64_t, 4>& at, int64_t n, const std::array<int64_t, 4>& s) {
                       for (int64_t i = 0; i < n; ++i)
                         dst[at[0] + i * s[0]] = c[at[1] + i * s[1]] ? pa[at[2] + i * s[2]] : pb[at[3] + i * s[3]];
+                    });
+  });
+}
+
+void CpuBackend::rotary(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin, bool inverse,
+                        const Tensor& y1, const Tensor& y2) const {
+  dispatch_floating(y1.dtype(), "rotary", [&]<class T>() {
+    const T *a = x1.data<T>(), *b = x2.data<T>(), *c = cos.data<T>(), *s = sin.data<T>();
+    T *u = y1.data<T>(), *w = y2.data<T>();
+    const T sign = inverse ? T(-1) : T(1);
+    for_each_run<6>(y1.shape(), {&x1.strides(), &x2.strides(), &cos.strides(), &sin.strides(), &y1.strides(), &y2.strides()},
+                    [&](const std::array<int64_t, 6>& at, int64_t n, const std::array<int64_t, 6>& step) {
+                      for (int64_t i = 0; i < n; ++i)
+                        scalar::rotate_pair(a[at[0] + i * step[0]], b[at[1] + i * step[1]], c[at[2] + i * step[2]],
+                                            sign * s[at[3] + i * step[3]], u[at[4] + i * step[4]],
+                                            w[at[5] + i * step[5]]);
                     });
   });
 }

@@ -1,4 +1,4 @@
-// Each fused kernel (softmax, log_softmax, cross_entropy, layer_norm, rms_norm) against the
+// Each fused kernel (softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rotary_embedding) against the
 // composite formula it replaces, built from elementary differentiable ops: forward values and
 // the gradients of every input, in float64 and float32, on several shapes.
 #include "autograd/ops.h"
@@ -195,6 +195,68 @@ TEST(FusedVsComposite, NormsOfStridedInput) {
                 },
                 xs, dtype_name(dtype));
   }
+}
+
+// RoPE's composite, x * [cos, cos] + rotate_half(x) * [sin, sin] on the first 2 half dims.
+Tensor rotary_composite(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const int64_t half = cos.size(1), dh = x.size(-1);
+  const Tensor rot = narrow(x, -1, 0, 2 * half);
+  const Tensor rotated_half = cat({-narrow(rot, -1, half, half), narrow(rot, -1, 0, half)}, -1);
+  const Tensor y = rot * cat({cos, cos}, -1) + rotated_half * cat({sin, sin}, -1);
+  return 2 * half == dh ? y : cat({y, narrow(x, -1, 2 * half, dh - 2 * half)}, -1);
+}
+
+TEST(FusedVsComposite, RotaryEmbedding) {
+  struct Case {
+    Shape x;
+    int64_t half;
+    bool heads_last;  // leaves (B, T, H, dh) seen as (B, H, T, dh)
+  };
+  const Case cases[] = {{{2, 3, 7, 8}, 4, false}, {{2, 9, 3, 10}, 3, true}, {{5, 6}, 3, false}, {{4, 70, 2, 64}, 32, true}};
+  for (DType dtype : kDtypes)
+    for (const Case& c : cases) {
+      Generator gen(8);
+      const std::vector<Tensor> xs = leaves({c.x}, dtype, gen);
+      const int64_t length = c.heads_last ? c.x[1] : c.x[c.x.size() - 2];
+      const Tensor angles = detach(rand({length, c.half}, dtype, &gen) * 20.0);
+      const Tensor cos = linea::cos(angles), sin = linea::sin(angles);
+      auto seen = [&](const Tensor& x) { return c.heads_last ? transpose(x, 1, 2) : x; };
+      expect_same([&](const std::vector<Tensor>& x) { return rotary_embedding(seen(x[0]), cos, sin); },
+                  [&](const std::vector<Tensor>& x) { return rotary_composite(seen(x[0]), cos, sin); }, xs,
+                  dtype_name(dtype) + std::string(" ") + shape_str(c.x));
+    }
+}
+
+// The result of a transposed input keeps the input's memory order, and so does the gradient, so
+// that the layer's reshapes around RoPE stay views.
+TEST(FusedVsComposite, RotaryEmbeddingKeepsTheInputsMemoryOrder) {
+  Generator gen(9);
+  Tensor leaf = detach(randn({2, 5, 3, 4}, kFloat64, &gen));
+  leaf.requires_grad_(true);
+  const Tensor x = transpose(leaf, 1, 2);  // (2, 3, 5, 4) with (B, T, H, dh) strides
+  const Tensor cos = linea::cos(randn({5, 2}, kFloat64, &gen)), sin = linea::sin(randn({5, 2}, kFloat64, &gen));
+  const Tensor y = rotary_embedding(x, cos, sin);
+  EXPECT_EQ(y.strides(), x.strides());
+  const Tensor g = grad(y, {x}, randn(y.shape(), kFloat64, &gen))[0];
+  EXPECT_EQ(g.strides(), x.strides());
+  // A non-dense input (a slice with a step) gives a contiguous result.
+  const Tensor sliced = slice(leaf, 1, 0, 5, 2);
+  EXPECT_TRUE(rotary_embedding(sliced, narrow(cos, 0, 0, 3), narrow(sin, 0, 0, 3)).is_contiguous());
+}
+
+TEST(FusedVsComposite, RotaryEmbeddingRejectsBadTables) {
+  const Tensor x = randn({2, 5, 4}, kFloat64), c = zeros({5, 2}, kFloat64);
+  EXPECT_LINEA_ERROR(rotary_embedding(x, zeros({4, 2}, kFloat64), zeros({4, 2}, kFloat64)), "rotary_embedding",
+                     "T = x's dim -2");
+  EXPECT_LINEA_ERROR(rotary_embedding(x, zeros({5, 3}, kFloat64), zeros({5, 3}, kFloat64)), "rotary_embedding",
+                     "2 half <= x's last dim");
+  EXPECT_LINEA_ERROR(rotary_embedding(x, c, zeros({5, 1}, kFloat64)), "rotary_embedding", "cos and sin (T, half)");
+  EXPECT_LINEA_ERROR(rotary_embedding(x, zeros({5, 2}, kFloat32), zeros({5, 2}, kFloat32)), "rotary_embedding",
+                     "different dtypes");
+  EXPECT_LINEA_ERROR(rotary_embedding(zeros({4}, kFloat64), c, c), "rotary_embedding", "expects x (..., T, dh)");
+  Tensor trainable = zeros({5, 2}, kFloat64);
+  trainable.requires_grad_(true);
+  EXPECT_LINEA_ERROR(rotary_embedding(x, trainable, c), "rotary_embedding", "take no gradient");
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
-// The FlashAttention-style CUDA kernels (cuda/kernels/attention.cu) against the CPU oracle,
-// through scaled_dot_product_attention: forward and all three gradients, float32 and float64,
+// The FlashAttention-style CUDA kernels against the CPU oracle, through
+// scaled_dot_product_attention: the exact kernels (cuda/kernels/attention.cu: float64, and float32
+// with TF32 off) and the TF32 tensor-core kernels (attention_tf32.cu: float32 with TF32 on, the
+// default); forward and all three gradients,
 // over grouped-query heads, windows, fewer queries than keys, decoding, head dims that are not
 // powers of two, sequence lengths that are not multiples of the tiles, strided inputs; long
 // sequences (4k, 16k) checked on their last rows; the composite formula on the GPU; determinism.
 // Without a GPU every test skips.
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -13,16 +16,32 @@
 namespace linea::testing {
 namespace {
 
-// Sums over up to 1k keys and queries in float32, scores over dh up to 128.
-Tolerance attention_tolerance(DType dtype) { return dtype == kFloat64 ? Tolerance{1e-10, 1e-12} : Tolerance{5e-4, 5e-5}; }
+// The precisions under test: float64, float32 exact (TF32 off) and float32 on the tensor cores.
+struct Precision {
+  DType dtype;
+  bool tf32;
+  std::string name() const { return dtype == kFloat64 ? "float64" : tf32 ? "float32/TF32" : "float32"; }
+};
+const Precision kPrecisions[] = {{kFloat64, false}, {kFloat32, false}, {kFloat32, true}};
+
+// Exact kernels: sums over up to 1k keys and queries, scores over dh up to 128, elementwise. TF32
+// rounds every product's inputs to 11 significant bits (relative error 2^-11 = 4.9e-4): the error
+// of a result is then relative to the magnitudes summed into it, so it is measured against the
+// tensor's largest value (4e-3 leaves room for sums of 1k terms), plus an absolute 6e-3 for
+// gradients that cancel to zero (a row that sees one key has dq = dk = 0 exactly, yet keeps the
+// rounding of do.v, about 1e-3 of |do| |v| times the scale).
+Tolerance attention_tolerance(const Precision& p) {
+  if (p.dtype == kFloat64) return {1e-10, 1e-12};
+  return p.tf32 ? Tolerance{4e-3, 6e-3, true} : Tolerance{5e-4, 5e-5};
+}
 
 struct Case {
   int64_t batch, heads, kv_heads, tq, tk, dh, window;
 };
 
-std::string label(const Case& c, DType dtype) {
+std::string label(const Case& c, const Precision& p) {
   std::ostringstream os;
-  os << dtype_name(dtype) << " B=" << c.batch << " H=" << c.heads << " KV=" << c.kv_heads << " Tq=" << c.tq
+  os << p.name() << " B=" << c.batch << " H=" << c.heads << " KV=" << c.kv_heads << " Tq=" << c.tq
      << " Tk=" << c.tk << " dh=" << c.dh << " window=" << c.window;
   return os.str();
 }
@@ -57,14 +76,18 @@ const Case kCases[] = {
 
 TEST(CudaAttention, MatchesCpu) {
   LINEA_SKIP_WITHOUT_CUDA();
-  for (DType dtype : {kFloat64, kFloat32})
+  for (const Precision& p : kPrecisions) {
+    const Tf32Setting mode(p.tf32);
     for (const Case& c : kCases)
-      expect_device_parity(attention_with(c.window), draw(c, dtype, 1), attention_tolerance(dtype), label(c, dtype));
+      expect_device_parity(attention_with(c.window), draw(c, p.dtype, 1), attention_tolerance(p), label(c, p));
+  }
 }
 
 TEST(CudaAttention, StridedInputs) {
   LINEA_SKIP_WITHOUT_CUDA();
-  for (DType dtype : {kFloat64, kFloat32}) {
+  for (const Precision& p : kPrecisions) {
+    const Tf32Setting mode(p.tf32);
+    const DType dtype = p.dtype;
     // The layer's layout: (B, T, heads, dh) transposed to (B, heads, T, dh); rows read in place.
     expect_device_parity(
         [](const std::vector<Tensor>& x) {
@@ -72,7 +95,7 @@ TEST(CudaAttention, StridedInputs) {
         },
         {random_normal({2, 77, 4, 64}, dtype, 2), random_normal({2, 77, 2, 64}, dtype, 3),
          random_normal({2, 77, 2, 64}, dtype, 4)},
-        attention_tolerance(dtype), "heads-last layout");
+        attention_tolerance(p), "heads-last layout " + p.name());
     // Head dims strided (from (B, H, dh, T)): copied to rows first.
     expect_device_parity(
         [](const std::vector<Tensor>& x) {
@@ -80,7 +103,7 @@ TEST(CudaAttention, StridedInputs) {
         },
         {random_normal({1, 2, 32, 50}, dtype, 5), random_normal({1, 2, 32, 50}, dtype, 6),
          random_normal({1, 2, 32, 50}, dtype, 7)},
-        attention_tolerance(dtype), "strided head dim");
+        attention_tolerance(p), "strided head dim " + p.name());
   }
 }
 
@@ -90,32 +113,34 @@ TEST(CudaAttention, StridedInputs) {
 TEST(CudaAttention, LongSequencesMatchCpuOnTheLastRows) {
   LINEA_SKIP_WITHOUT_CUDA();
   const int64_t rows = 3;
-  for (const auto& [t, window] : std::vector<std::pair<int64_t, int64_t>>{{4096, 0}, {16384, 0}, {16384, 1000}}) {
-    SCOPED_TRACE("T=" + std::to_string(t) + " window=" + std::to_string(window));
-    const Case c{1, 4, 2, t, t, 64, window};
-    const std::vector<Tensor> x = draw(c, kFloat32, 8);
-    std::vector<Tensor> gx;
-    for (const Tensor& e : x) {
-      Tensor g = on_gpu(e);
-      gx.push_back(g.requires_grad_(true));
-    }
-    const Tensor out = scaled_dot_product_attention(gx[0], gx[1], gx[2], window);
-    Tensor u_tail = random_normal({1, 4, rows, 64}, kFloat32, 9);
-    const Tensor u = cat({zeros({1, 4, t - rows, 64}), u_tail}, 2);
-    const auto g = grad(out, gx, on_gpu(u));
+  for (const Precision& p : {kPrecisions[1], kPrecisions[2]})
+    for (const auto& [t, window] : std::vector<std::pair<int64_t, int64_t>>{{4096, 0}, {16384, 0}, {16384, 1000}}) {
+      SCOPED_TRACE(p.name() + " T=" + std::to_string(t) + " window=" + std::to_string(window));
+      const Tf32Setting mode(p.tf32);
+      const Case c{1, 4, 2, t, t, 64, window};
+      const std::vector<Tensor> x = draw(c, kFloat32, 8);
+      std::vector<Tensor> gx;
+      for (const Tensor& e : x) {
+        Tensor g = on_gpu(e);
+        gx.push_back(g.requires_grad_(true));
+      }
+      const Tensor out = scaled_dot_product_attention(gx[0], gx[1], gx[2], window);
+      Tensor u_tail = random_normal({1, 4, rows, 64}, kFloat32, 9);
+      const Tensor u = cat({zeros({1, 4, t - rows, 64}), u_tail}, 2);
+      const auto g = grad(out, gx, on_gpu(u));
 
-    std::vector<Tensor> cx = {narrow(x[0], 2, t - rows, rows), x[1], x[2]};
-    for (Tensor& e : cx) e = clone(e).requires_grad_(true);
-    const Tensor out_cpu = scaled_dot_product_attention(cx[0], cx[1], cx[2], window);
-    const auto g_cpu = grad(out_cpu, cx, u_tail);
-    const Tolerance tol = attention_tolerance(kFloat32);
-    EXPECT_TRUE(matches_cpu(narrow(out, 2, t - rows, rows), out_cpu, tol.rtol, tol.atol)) << "out";
-    EXPECT_TRUE(matches_cpu(narrow(g[0], 2, t - rows, rows), g_cpu[0], tol.rtol, tol.atol)) << "dq";
-    EXPECT_EQ(max_abs_diff(to(narrow(g[0], 2, 0, t - rows), kCPU), zeros({1, 4, t - rows, 64})), 0.0) << "dq elsewhere";
-    EXPECT_TRUE(matches_cpu(g[1], g_cpu[1], tol.rtol, tol.atol)) << "dk";
-    EXPECT_TRUE(matches_cpu(g[2], g_cpu[2], tol.rtol, tol.atol)) << "dv";
-    EXPECT_TRUE(std::isfinite(sum(out).item()));
-  }
+      std::vector<Tensor> cx = {narrow(x[0], 2, t - rows, rows), x[1], x[2]};
+      for (Tensor& e : cx) e = clone(e).requires_grad_(true);
+      const Tensor out_cpu = scaled_dot_product_attention(cx[0], cx[1], cx[2], window);
+      const auto g_cpu = grad(out_cpu, cx, u_tail);
+      const Tolerance tol = attention_tolerance(p);
+      EXPECT_TRUE(within(narrow(out, 2, t - rows, rows), out_cpu, tol)) << "out";
+      EXPECT_TRUE(within(narrow(g[0], 2, t - rows, rows), g_cpu[0], tol)) << "dq";
+      EXPECT_EQ(max_abs_diff(to(narrow(g[0], 2, 0, t - rows), kCPU), zeros({1, 4, t - rows, 64})), 0.0) << "dq elsewhere";
+      EXPECT_TRUE(within(g[1], g_cpu[1], tol)) << "dk";
+      EXPECT_TRUE(within(g[2], g_cpu[2], tol)) << "dv";
+      EXPECT_TRUE(std::isfinite(sum(out).item()));
+    }
 }
 
 // Decoding from a KV cache: one query against every cached key equals the full forward's last row.
@@ -124,10 +149,13 @@ TEST(CudaAttention, DecodingStepEqualsLastRow) {
   const Case c{2, 8, 2, 700, 700, 64, 0};
   const std::vector<Tensor> x = draw(c, kFloat32, 10);
   const Tensor q = on_gpu(x[0]), k = on_gpu(x[1]), v = on_gpu(x[2]);
-  for (int64_t window : {0, 128}) {
-    const Tensor full = scaled_dot_product_attention(q, k, v, window);
-    const Tensor step = scaled_dot_product_attention(narrow(q, 2, 699, 1), k, v, window);
-    EXPECT_LT(max_abs_diff(step, narrow(full, 2, 699, 1)), 1e-6) << "window " << window;
+  for (bool tf32 : {false, true}) {
+    const Tf32Setting mode(tf32);
+    for (int64_t window : {0, 128}) {
+      const Tensor full = scaled_dot_product_attention(q, k, v, window);
+      const Tensor step = scaled_dot_product_attention(narrow(q, 2, 699, 1), k, v, window);
+      EXPECT_LT(max_abs_diff(step, narrow(full, 2, 699, 1)), 1e-6) << "window " << window << " tf32 " << tf32;
+    }
   }
 }
 
@@ -149,8 +177,9 @@ TEST(CudaAttention, MatchesCompositeOnGpu) {
                                         -std::numeric_limits<double>::infinity());
       const Tensor composite = matmul(softmax(scores, -1), v);
       const Tensor fused = scaled_dot_product_attention(q, on_gpu(x[1]), on_gpu(x[2]), window);
-      const Tolerance tol = attention_tolerance(dtype);
-      EXPECT_TRUE(all_close(fused, composite, tol.rtol, tol.atol)) << label(c, dtype);
+      const Precision p{dtype, false};
+      const Tolerance tol = attention_tolerance(p);
+      EXPECT_TRUE(all_close(fused, composite, tol.rtol, tol.atol)) << label(c, p);
     }
 }
 
@@ -165,9 +194,41 @@ TEST(CudaAttention, BackwardIsDeterministic) {
     x.push_back(g.requires_grad_(true));
   }
   const Tensor u = on_gpu(random_normal({2, 8, 300, 64}, kFloat32, 13));
-  const auto first = grad(scaled_dot_product_attention(x[0], x[1], x[2]), x, u);
-  const auto second = grad(scaled_dot_product_attention(x[0], x[1], x[2]), x, u);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_values(first[i], second[i])) << "input " << i;
+  for (bool tf32 : {false, true}) {
+    const Tf32Setting mode(tf32);
+    const auto first = grad(scaled_dot_product_attention(x[0], x[1], x[2]), x, u);
+    const auto second = grad(scaled_dot_product_attention(x[0], x[1], x[2]), x, u);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_values(first[i], second[i])) << "input " << i << " tf32 " << tf32;
+  }
+}
+
+// The TF32 kernels differ from the exact ones by rounding alone: on the same inputs, never by more
+// than TF32's tolerance, and by more than float32 rounding (they did run on the tensor cores).
+TEST(CudaAttention, Tf32DiffersFromExactByRoundingOnly) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Case c{2, 4, 2, 333, 333, 64, 0};
+  std::vector<Tensor> x;
+  for (const Tensor& e : draw(c, kFloat32, 15)) {
+    Tensor g = on_gpu(e);
+    x.push_back(g.requires_grad_(true));
+  }
+  const Tensor u = on_gpu(random_normal({2, 4, 333, 64}, kFloat32, 16));
+  std::vector<std::vector<Tensor>> results;
+  for (bool tf32 : {false, true}) {
+    const Tf32Setting mode(tf32);
+    const Tensor out = scaled_dot_product_attention(x[0], x[1], x[2]);
+    std::vector<Tensor> r = grad(out, x, u);
+    r.insert(r.begin(), detach(out));
+    results.push_back(std::move(r));
+  }
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (int i = 0; i < 4; ++i) {
+    const Tensor exact = to(results[0][i], kCPU), tf32 = to(results[1][i], kCPU);
+    const double relative = max_abs_diff(exact, tf32) / max(abs(exact)).item();
+    std::printf("[tf32] attention %s: largest difference %.2e of the largest value\n", names[i], relative);
+    EXPECT_LT(relative, 2e-3) << names[i];
+    EXPECT_GT(relative, 1e-6) << names[i];
+  }
 }
 
 TEST(CudaAttention, RejectsHeadDimAbove128) {

@@ -1,5 +1,5 @@
 // The fused CUDA kernels of the row families (softmax, log_softmax, cross_entropy, layer_norm,
-// rms_norm) against the CPU oracle, forward and backward, in float32 and float64, on awkward sizes
+// rms_norm) and the rotary embedding against the CPU oracle, forward and backward, in float32 and float64, on awkward sizes
 // (rows of 1, 3 and 1000; 50257 classes; widths that are not multiples of 32, and each row-group
 // size of cuda/kernels/rows.cuh); each also against its composite formula on the GPU; the norms'
 // parameter gradients bit for bit from run to run. Without a GPU every test skips.
@@ -225,6 +225,30 @@ TEST(CudaFusedKernels, NormParameterGradientsAreDeterministic) {
   const auto rms_first = grad(sum(rms_norm(x, w) * u), {w});
   const auto rms_second = grad(sum(rms_norm(x, w) * u), {w});
   EXPECT_TRUE(same_values(rms_first[0], rms_second[0]));
+}
+
+// RoPE: (B, H, T, dh) inputs read in place from the attention layer's (B, T, H, dh) layout, and
+// contiguous ones; partial rotation; head dims and lengths that are not multiples of 32.
+TEST(CudaFusedKernels, RotaryEmbeddingMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  struct Case {
+    Shape x;  // as the leaf is drawn
+    int64_t half;
+    bool heads_last;
+  };
+  const Case cases[] = {{{2, 37, 3, 64}, 32, true}, {{3, 5, 33, 10}, 4, false}, {{1, 1000, 2, 6}, 3, true}, {{7, 9}, 4, false}};
+  for (DType dtype : kDtypes)
+    for (const Case& c : cases) {
+      const int64_t length = c.heads_last ? c.x[1] : c.x[c.x.size() - 2];
+      const Tensor angles = random_normal({length, c.half}, dtype, 30) * 50.0;
+      const Tensor cos = linea::cos(angles), sin = linea::sin(angles);
+      expect_device_parity(
+          [&](const std::vector<Tensor>& x) {
+            const Tensor seen = c.heads_last ? transpose(x[0], 1, 2) : x[0];
+            return rotary_embedding(seen, to(cos, x[0].device()), to(sin, x[0].device()));
+          },
+          {random_normal(c.x, dtype, 31)}, fused_tolerance(dtype), label("rotary_embedding", dtype, c.x));
+    }
 }
 
 }  // namespace

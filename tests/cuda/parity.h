@@ -51,14 +51,21 @@ inline ::testing::AssertionResult same_values(const Tensor& gpu_result, const Te
   return ::testing::AssertionSuccess();
 }
 
-// Turns TF32 off for a scope (exact float32 GEMMs), restoring the setting after.
-class NoTf32 {
+// Sets TF32 on or off for a scope (off: exact float32 GEMMs and attention), restoring it after.
+class Tf32Setting {
  public:
-  NoTf32() : was_(cuda::tf32_enabled()) { cuda::set_tf32(false); }
-  ~NoTf32() { cuda::set_tf32(was_); }
+  explicit Tf32Setting(bool enabled) : was_(cuda::tf32_enabled()) { cuda::set_tf32(enabled); }
+  ~Tf32Setting() { cuda::set_tf32(was_); }
+  Tf32Setting(const Tf32Setting&) = delete;
+  Tf32Setting& operator=(const Tf32Setting&) = delete;
 
  private:
   bool was_;
+};
+
+class NoTf32 : public Tf32Setting {
+ public:
+  NoTf32() : Tf32Setting(false) {}
 };
 
 }  // namespace linea::testing

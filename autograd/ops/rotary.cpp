@@ -1,0 +1,78 @@
+// Fused rotary position embedding: one kernel forward and one backward (the inverse rotation),
+// instead of the composite x * cos + rotate_half(x) * sin with its slices, negation and
+// concatenation, each a pass over the tensor forward and again backward
+// (tests/autograd/fused_vs_composite_test.cpp checks the two against each other).
+#include <algorithm>
+
+#include "autograd/ops/common.h"
+#include "tensor/view.h"
+
+namespace linea {
+
+using namespace ops_detail;
+
+namespace {
+
+// An uninitialised tensor of `shape` laid out in memory like a tensor with `strides` (dims in the
+// same order of decreasing stride), when those strides are dense (no gaps, no overlaps); else
+// contiguous. The result of a layer that transposes (B, T, H, dh) to (B, H, T, dh) before RoPE
+// then stays in (B, T, H, dh) memory order, and so does its gradient: the reshapes around it
+// remain views rather than copies.
+Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device) {
+  std::vector<int64_t> order(shape.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  int64_t expected = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    const int64_t d = order[i];
+    if (shape[d] != 1 && strides[d] != expected) return empty(shape, dtype, device);
+    expected *= shape[d];
+  }
+  Shape permuted(shape.size());
+  std::vector<int64_t> inverse(shape.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    permuted[i] = shape[order[i]];
+    inverse[order[i]] = static_cast<int64_t>(i);
+  }
+  return views::permute(empty(permuted, dtype, device), inverse);
+}
+
+// y = x rotated by the angles of cos/sin (inverse: by minus them), the dims past 2 * half copied;
+// y laid out in the memory order of `order` (strides of x's shape).
+Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Shape& order) {
+  const int64_t half = cos.size(1), dh = x.size(-1), last = x.dim() - 1;
+  Tensor y = empty_in_order_of(x.shape(), order, x.dtype(), x.device());
+  if (x.numel() > 0) {
+    Shape pair_shape = x.shape();
+    pair_shape.back() = half;
+    const Tensor c = views::expand(cos, pair_shape), s = views::expand(sin, pair_shape);
+    backend_for(x).rotary(views::slice(x, last, 0, half, 1), views::slice(x, last, half, 2 * half, 1), c, s, inverse,
+                          views::slice(y, last, 0, half, 1), views::slice(y, last, half, 2 * half, 1));
+    if (2 * half < dh) backend_for(x).copy(views::slice(x, last, 2 * half, dh, 1), views::slice(y, last, 2 * half, dh, 1));
+  }
+  // The rotation is orthogonal: its adjoint is the inverse rotation. The gradient takes x's memory
+  // order, whatever gy's.
+  return record(inverse ? "rotary_embedding_backward" : "rotary_embedding", {x}, y,
+                [cos, sin, inverse, order = x.strides()](const Tensor& gy) -> Grads {
+                  return {rotate(gy, cos, sin, !inverse, order)};
+                });
+}
+
+}  // namespace
+
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const char* op = "rotary_embedding";
+  check_floating(x, op);
+  check_compatible(x, cos, op);
+  check_compatible(x, sin, op);
+  LINEA_CHECK(x.dim() >= 2, op, "expects x (..., T, dh), got ", x.describe());
+  LINEA_CHECK(cos.dim() == 2 && cos.shape() == sin.shape() && cos.size(0) == x.size(-2) &&
+                  2 * cos.size(1) <= x.size(-1),
+              op, "expects cos and sin (T, half) with T = x's dim -2 and 2 half <= x's last dim, got x ",
+              x.describe(), ", cos ", cos.describe(), ", sin ", sin.describe());
+  LINEA_CHECK(!cos.requires_grad() && !sin.requires_grad(), op,
+              "cos and sin are constant tables and take no gradient; detach them");
+  return rotate(x, cos, sin, false, x.strides());
+}
+
+}  // namespace linea

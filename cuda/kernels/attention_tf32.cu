@@ -1,0 +1,379 @@
+// Causal softmax attention on the tensor cores, in TF32: the same algorithm as the exact kernels
+// of attention.cu (FlashAttention-2's online softmax forward; a backward that recomputes the
+// probabilities, with dk/dv owned by key-tile blocks and dq by query-tile blocks, so no atomics
+// and the same bits on every run), but every tile product is a warp-wide mma.sync.m16n8k8 with
+// TF32 inputs (10-bit mantissa, rounded to nearest) and float32 accumulation. Used for float32
+// while TF32 is on (cuda::set_tf32, LINEA_TF32), like the cuBLAS matmuls; off, attention.cu's
+// exact kernels run.
+//
+// Work split: a block is 4 warps; each warp owns 16 rows of the block's 64-row tile (query rows in
+// the forward and dq kernels, key rows in the dk/dv kernel) and computes their 16 x 64 score tile
+// against the streamed tile as 8 column blocks of 8.
+//
+// Fragments (PTX ISA, mma.m16n8k8 .tf32): lane = 4 g + t. A (16 x 8, row-major) holds
+// (g, t) (g+8, t) (g, t+4) (g+8, t+4); B (8 x 8) holds (k=t, n=g) (k=t+4, n=g); the accumulator
+// C (16 x 8) holds (g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1).
+// A score tile is produced in C layout and consumed as the A operand of the next product (P V,
+// dS K, ...). The layouts differ, but the contraction index of that product is ours to number:
+// calling column 2t "k = t" and column 2t+1 "k = t+4" makes a thread's C registers exactly its A
+// registers (c0 c2 c1 c3), so no shuffles are needed; the B operand is read with the same
+// numbering (rows 2t and 2t+1 of the streamed tile).
+//
+// Shared tiles have rows of D + 4 floats: both B access patterns above (8 rows g x 4 columns t,
+// and 4 row pairs 2t x 8 columns g) then fall in 32 different banks. Tiles are rounded to TF32
+// once, when stored to shared memory.
+#include <cmath>
+#include <limits>
+
+#include "cuda/kernels/attention_tiles.cuh"
+
+namespace linea::cuda::attention_tiles {
+
+namespace {
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+// c += a b for one 16 x 8 x 8 product.
+__device__ __forceinline__ void mma(float (&c)[4], const float (&a)[4], float b0, float b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+template <int D>
+struct Tile {
+  static constexpr int kPitch = D + 4;  // floats per shared row
+  static constexpr int kSteps = D / 8;  // k-steps over the head dim; also 8-column blocks of an output
+};
+
+// Rows [row0, row0 + kRows) of a (n_rows, dh) matrix whose rows are `stride` apart, rounded to
+// TF32, into shared rows of D + 4; zeros past n_rows and dh. Vector loads when rows allow them.
+template <int kRows, int D>
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t stride, int64_t row0, int64_t n_rows,
+                                          int64_t dh) {
+  constexpr int P = Tile<D>::kPitch;
+  const bool vectors = dh % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  if (vectors) {
+    for (int e = threadIdx.x; e < kRows * D / 4; e += kThreads) {
+      const int r = e / (D / 4), c = 4 * (e % (D / 4));
+      const int64_t row = row0 + r;
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (row < n_rows && c < dh) x = *reinterpret_cast<const float4*>(src + row * stride + c);
+      *reinterpret_cast<float4*>(dst + r * P + c) = make_float4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+    }
+  } else {
+    for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
+      const int r = e / D, c = e % D;
+      const int64_t row = row0 + r;
+      dst[r * P + c] = row < n_rows && c < dh ? to_tf32(src[row * stride + c]) : 0.f;
+    }
+  }
+}
+
+// The A operand of k-step kk: rows row, row + 8 and columns 8 kk + t, + 4 of a shared tile.
+template <int D>
+__device__ __forceinline__ void load_a(float (&a)[4], const float* tile, int row, int kk, int t) {
+  constexpr int P = Tile<D>::kPitch;
+  const float* r0 = tile + row * P + 8 * kk + t;
+  a[0] = r0[0];
+  a[1] = r0[8 * P];
+  a[2] = r0[4];
+  a[3] = r0[8 * P + 4];
+}
+
+// acc (16 x 64, C layout) = rows [row, row + 16) of `rows` times the 64 rows of `cols`, transposed:
+// a score tile, contracted over the head dim.
+template <int D>
+__device__ __forceinline__ void score_tile(float (&acc)[8][4], const float* rows, int row, const float* cols, int g,
+                                           int t) {
+  constexpr int P = Tile<D>::kPitch;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < Tile<D>::kSteps; ++kk) {
+    float a[4];
+    load_a<D>(a, rows, row, kk, t);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const float* b = cols + (8 * n + g) * P + 8 * kk + t;
+      mma(acc[n], a, b[0], b[4]);
+    }
+  }
+}
+
+// out (16 x D, C layout) += s (16 x 64, C layout) times the 64 x D shared tile `m`, contracted
+// over the tile's 64 rows, numbered as the header explains.
+template <int D>
+__device__ __forceinline__ void accumulate_product(float (&out)[Tile<D>::kSteps][4], const float (&s)[8][4],
+                                                   const float* m, int g, int t) {
+  constexpr int P = Tile<D>::kPitch;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float a[4] = {to_tf32(s[j][0]), to_tf32(s[j][2]), to_tf32(s[j][1]), to_tf32(s[j][3])};
+    const float* b = m + (8 * j + 2 * t) * P + g;
+#pragma unroll
+    for (int dn = 0; dn < Tile<D>::kSteps; ++dn) mma(out[dn], a, b[8 * dn], b[P + 8 * dn]);
+  }
+}
+
+// Max and sum over the 4 lanes (t = 0..3) that share accumulator rows.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Writes a 16 x D accumulator (C layout; rows row0 + g and + 8 of a (rows, dh) contiguous matrix
+// starting at `base`), times `scale[half]`.
+template <int D>
+__device__ __forceinline__ void store_rows(float* base, int64_t row0, int64_t n_rows, int64_t dh,
+                                           const float (&acc)[Tile<D>::kSteps][4], const float (&scale)[2], int g,
+                                           int t) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + g + 8 * half;
+    if (row >= n_rows) continue;
+#pragma unroll
+    for (int dn = 0; dn < Tile<D>::kSteps; ++dn)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int d = 8 * dn + 2 * t + e;
+        if (d < dh) base[row * dh + d] = acc[dn][2 * half + e] * scale[half];
+      }
+  }
+}
+
+constexpr int kRows = 16 * kWarps;  // rows of a block's own tile
+constexpr int kCols = 64;           // rows of a streamed tile (the score tile's columns)
+
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(Tf32Forward a, AttentionShape s, float scale_log2) {
+  constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  extern __shared__ __align__(16) float smem[];
+  float* sQ = smem;
+  float* sK = sQ + kRows * P;
+  float* sV = sK + kCols * P;
+
+  const QueryTile tile = query_tile<kRows>(s);
+  const int64_t kvh = tile.h / (s.heads / s.kv_heads);
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int row = 16 * warp + g;  // this thread's rows: row and row + 8 of the tile
+  const float* kb = a.k + tile.b * a.ks.b + kvh * a.ks.h;
+  const float* vb = a.v + tile.b * a.vs.b + kvh * a.vs.h;
+  load_tile<kRows, D>(sQ, a.q + tile.b * a.qs.b + tile.h * a.qs.h, a.qs.t, tile.q0, s.tq, s.dh);
+
+  float o[N][4] = {}, m[2] = {-kInf, -kInf}, l[2] = {0.f, 0.f};
+  const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
+  for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
+    __syncthreads();  // the previous tile's readers are done with sK, sV
+    load_tile<kCols, D>(sK, kb, a.ks.t, k0, s.tk, s.dh);
+    load_tile<kCols, D>(sV, vb, a.vs.t, k0, s.tk, s.dh);
+    __syncthreads();
+
+    float sc[8][4];
+    score_tile<D>(sc, sQ, row, sK, g, t);
+    const bool full = tile_fully_visible(tile.q0, kRows, k0, kCols, s);
+    float tile_max[2] = {-kInf, -kInf};
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e / 2;
+        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + 8 * n + 2 * t + e % 2, s);
+        sc[n][e] = seen ? sc[n][e] * scale_log2 : -kInf;  // scores in log2 units
+        tile_max[half] = fmaxf(tile_max[half], sc[n][e]);
+      }
+    float base[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float m_new = fmaxf(m[half], quad_max(tile_max[half]));
+      // Nothing visible yet: subtract 0, so that exp2(-inf - 0) = 0 rather than exp2(-inf + inf).
+      base[half] = m_new == -kInf ? 0.f : m_new;
+      const float alpha = exp2f(m[half] - base[half]);
+      l[half] *= alpha;  // this lane's part of the row sum; the 4 parts are added at the end
+      m[half] = m_new;
+#pragma unroll
+      for (int dn = 0; dn < N; ++dn) {
+        o[dn][2 * half] *= alpha;
+        o[dn][2 * half + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sc[n][e] = exp2f(sc[n][e] - base[e / 2]);
+        l[e / 2] += sc[n][e];
+      }
+    accumulate_product<D>(o, sc, sV, g, t);
+  }
+
+  const int64_t bh = tile.b * s.heads + tile.h;
+  float inv[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l[half] = quad_sum(l[half]);
+    inv[half] = l[half] > 0.f ? 1.f / l[half] : 0.f;
+    const int64_t r = tile.q0 + row + 8 * half;
+    if (t == 0 && r < s.tq)
+      a.lse[bh * s.tq + r] = l[half] > 0.f ? (m[half] + log2f(l[half])) / kLog2e : -kInf;
+  }
+  store_rows<D>(a.out + bh * s.tq * s.dh, tile.q0 + 16 * warp, s.tq, s.dh, o, inv, g, t);
+}
+
+// One block per (batch, K/V head, 64 keys): dk and dv of those keys, over every query tile (and
+// query head of the group) that sees them. Warps own key rows; score tiles are transposed (keys x
+// queries).
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    dkdv_kernel(Tf32Backward a, AttentionShape s, float scale_log2) {
+  constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
+  extern __shared__ __align__(16) float smem[];
+  float* sK = smem;
+  float* sV = sK + kRows * P;
+  float* sQ = sV + kRows * P;
+  float* sdO = sQ + kCols * P;
+  float* sLse = sdO + kCols * P;  // log2 units
+  float* sDelta = sLse + kCols;
+
+  const KeyTile kt = key_tile<kRows>(s);
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int row = 16 * warp + g;
+  load_tile<kRows, D>(sK, a.k + kt.b * a.ks.b + kt.kvh * a.ks.h, a.ks.t, kt.k0, s.tk, s.dh);
+  load_tile<kRows, D>(sV, a.v + kt.b * a.vs.b + kt.kvh * a.vs.h, a.vs.t, kt.k0, s.tk, s.dh);
+
+  float dk[N][4] = {}, dv[N][4] = {};
+  const RowSpan rows = row_span<kRows>(kt.k0, s);
+  const int64_t group = s.heads / s.kv_heads;
+  for (int64_t h = kt.kvh * group; h < (kt.kvh + 1) * group; ++h) {
+    const int64_t bh = kt.b * s.heads + h;
+    for (int64_t q0 = (rows.first / kCols) * kCols; q0 <= rows.last; q0 += kCols) {
+      __syncthreads();  // the previous tile's readers are done
+      load_tile<kCols, D>(sQ, a.q + kt.b * a.qs.b + h * a.qs.h, a.qs.t, q0, s.tq, s.dh);
+      load_tile<kCols, D>(sdO, a.dout + kt.b * a.dos.b + h * a.dos.h, a.dos.t, q0, s.tq, s.dh);
+      for (int e = threadIdx.x; e < kCols; e += kThreads) {
+        const bool in = q0 + e < s.tq;
+        sLse[e] = in ? a.lse[bh * s.tq + q0 + e] * kLog2e : 0.f;
+        sDelta[e] = in ? a.delta[bh * s.tq + q0 + e] : 0.f;
+      }
+      __syncthreads();
+
+      // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
+      float p[8][4];
+      score_tile<D>(p, sK, row, sQ, g, t);
+      const bool full = tile_fully_visible(q0, kCols, kt.k0, kRows, s);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * n + 2 * t + e % 2;
+          const bool seen = full || visible(q0 + col, kt.k0 + row + 8 * (e / 2), s);
+          p[n][e] = seen ? exp2f(p[n][e] * scale_log2 - sLse[col]) : 0.f;
+        }
+      accumulate_product<D>(dv, p, sdO, g, t);
+      // ds^T = p^T (v.do - D); dk += ds^T q.
+      float ds[8][4];
+      score_tile<D>(ds, sV, row, sdO, g, t);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - sDelta[8 * n + 2 * t + e % 2]);
+      accumulate_product<D>(dk, ds, sQ, g, t);
+    }
+  }
+  const int64_t at = (kt.b * s.kv_heads + kt.kvh) * s.tk * s.dh;
+  const float scale = scale_log2 / kLog2e, one[2] = {1.f, 1.f}, scaled[2] = {scale, scale};
+  store_rows<D>(a.dk + at, kt.k0 + 16 * warp, s.tk, s.dh, dk, scaled, g, t);
+  store_rows<D>(a.dv + at, kt.k0 + 16 * warp, s.tk, s.dh, dv, one, g, t);
+}
+
+// One block per (batch, head, 64 query rows): dq of those rows, streaming over the key tiles they
+// see as the forward did.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    dq_kernel(Tf32Backward a, AttentionShape s, float scale_log2) {
+  constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
+  extern __shared__ __align__(16) float smem[];
+  float* sQ = smem;
+  float* sdO = sQ + kRows * P;
+  float* sK = sdO + kRows * P;
+  float* sV = sK + kCols * P;
+
+  const QueryTile tile = query_tile<kRows>(s);
+  const int64_t kvh = tile.h / (s.heads / s.kv_heads), bh = tile.b * s.heads + tile.h;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int row = 16 * warp + g;
+  const float* kb = a.k + tile.b * a.ks.b + kvh * a.ks.h;
+  const float* vb = a.v + tile.b * a.vs.b + kvh * a.vs.h;
+  load_tile<kRows, D>(sQ, a.q + tile.b * a.qs.b + tile.h * a.qs.h, a.qs.t, tile.q0, s.tq, s.dh);
+  load_tile<kRows, D>(sdO, a.dout + tile.b * a.dos.b + tile.h * a.dos.h, a.dos.t, tile.q0, s.tq, s.dh);
+  float lse[2], delta[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t r = tile.q0 + row + 8 * half;
+    lse[half] = r < s.tq ? a.lse[bh * s.tq + r] * kLog2e : 0.f;
+    delta[half] = r < s.tq ? a.delta[bh * s.tq + r] : 0.f;
+  }
+
+  float dq[N][4] = {};
+  const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
+  for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
+    __syncthreads();
+    load_tile<kCols, D>(sK, kb, a.ks.t, k0, s.tk, s.dh);
+    load_tile<kCols, D>(sV, vb, a.vs.t, k0, s.tk, s.dh);
+    __syncthreads();
+
+    float p[8][4], ds[8][4];
+    score_tile<D>(p, sQ, row, sK, g, t);
+    score_tile<D>(ds, sdO, row, sV, g, t);
+    const bool full = tile_fully_visible(tile.q0, kRows, k0, kCols, s);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e / 2;
+        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + 8 * n + 2 * t + e % 2, s);
+        const float pe = seen ? exp2f(p[n][e] * scale_log2 - lse[half]) : 0.f;
+        ds[n][e] = pe * (ds[n][e] - delta[half]);
+      }
+    accumulate_product<D>(dq, ds, sK, g, t);
+  }
+  const float scale = scale_log2 / kLog2e, scaled[2] = {scale, scale};
+  store_rows<D>(a.dq + bh * s.tq * s.dh, tile.q0 + 16 * warp, s.tq, s.dh, dq, scaled, g, t);
+}
+
+}  // namespace
+
+void attention_forward_tf32(const Tf32Forward& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+  with_head_dim(s.dh, [&]<int D>() {
+    const size_t bytes = sizeof(float) * (kRows + 2 * kCols) * Tile<D>::kPitch;
+    launch_tiled(forward_kernel<D>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, bytes, stream, "attention", a,
+                 s, scale * kLog2e);
+  });
+}
+
+void attention_backward_tf32(const Tf32Backward& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+  with_head_dim(s.dh, [&]<int D>() {
+    const size_t tiles = sizeof(float) * 2 * (kRows + kCols) * Tile<D>::kPitch;
+    launch_tiled(dkdv_kernel<D>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads,
+                 tiles + sizeof(float) * 2 * kCols, stream, "attention_backward", a, s, scale * kLog2e);
+    launch_tiled(dq_kernel<D>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, tiles, stream,
+                 "attention_backward", a, s, scale * kLog2e);
+  });
+}
+
+}  // namespace linea::cuda::attention_tiles

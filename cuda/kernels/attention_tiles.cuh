@@ -1,0 +1,125 @@
+#pragma once
+// What the two families of attention kernels share: the exact float32/float64 kernels of
+// attention.cu (plain fused multiply-adds) and the TF32 tensor-core kernels of attention_tf32.cu.
+// Both tile the (query, key) plane the same way: which keys a query row sees (causal mask and
+// optional sliding window, with fewer queries than keys when decoding), which key tiles a query
+// tile must visit, and the order of blocks in the grid.
+#include <cstdint>
+#include <utility>
+
+#include "cuda/launch.cuh"
+
+namespace linea::cuda::attention_tiles {
+
+// Element strides of the batch, head and position dims of a (B, heads, T, dh) tensor whose last
+// dim is contiguous.
+struct HeadStrides {
+  int64_t b, h, t;
+};
+
+struct AttentionShape {
+  int64_t batch, heads, kv_heads, tq, tk, dh, window;
+};
+
+// Whether query row i (position tk - tq + i) sees key position s.
+__device__ __forceinline__ bool visible(int64_t row, int64_t key, const AttentionShape& s) {
+  const int64_t position = s.tk - s.tq + row;
+  return row < s.tq && key <= position && (s.window == 0 || key > position - s.window);
+}
+
+// Whether every (row, key) of the rows [q0, q0 + rows) and keys [k0, k0 + keys) is visible: such
+// tiles skip the elementwise mask.
+__device__ __forceinline__ bool tile_fully_visible(int64_t q0, int rows, int64_t k0, int keys, const AttentionShape& s) {
+  const int64_t offset = s.tk - s.tq;
+  return q0 + rows <= s.tq && k0 + keys <= s.tk && k0 + keys - 1 <= offset + q0 &&
+         (s.window == 0 || k0 > offset + q0 + rows - 1 - s.window);
+}
+
+// The key range [first tile start, last key] the query rows [q0, q0 + kRows) can see.
+struct KeySpan {
+  int64_t first, last;
+};
+template <int kRows, int kKeys>
+__device__ __forceinline__ KeySpan key_span(int64_t q0, const AttentionShape& s) {
+  const int64_t offset = s.tk - s.tq;
+  const int64_t last_row = (q0 + kRows < s.tq ? q0 + kRows : s.tq) - 1;
+  int64_t first = s.window > 0 ? offset + q0 - s.window + 1 : 0;
+  if (first < 0) first = 0;
+  return {(first / kKeys) * kKeys, offset + last_row};
+}
+
+// The query rows [first, last] that see some key of [k0, k0 + kKeys): row >= key - offset
+// (causal) and, with a window, row < key - offset + window.
+struct RowSpan {
+  int64_t first, last;
+};
+template <int kKeys>
+__device__ __forceinline__ RowSpan row_span(int64_t k0, const AttentionShape& s) {
+  const int64_t offset = s.tk - s.tq;
+  const int64_t last_key = (k0 + kKeys < s.tk ? k0 + kKeys : s.tk) - 1;
+  const int64_t first = k0 - offset > 0 ? k0 - offset : 0;
+  int64_t last = s.tq - 1;
+  if (s.window > 0 && last_key - offset + s.window - 1 < last) last = last_key - offset + s.window - 1;
+  return {first, last};
+}
+
+// Block -> (batch, head, query tile), the tiles with the most keys (the last ones) first so that
+// the long blocks do not end up alone at the tail of the grid.
+struct QueryTile {
+  int64_t b, h, q0;
+};
+template <int kRows>
+__device__ __forceinline__ QueryTile query_tile(const AttentionShape& s) {
+  const int64_t heads = s.batch * s.heads, tiles = (s.tq + kRows - 1) / kRows;
+  const int64_t bh = blockIdx.x % heads, tile = tiles - 1 - blockIdx.x / heads;
+  return {bh / s.heads, bh % s.heads, tile * kRows};
+}
+
+// Block -> (batch, K/V head, key tile), for the kernels that own a tile of keys.
+struct KeyTile {
+  int64_t b, kvh, k0;
+};
+template <int kKeys>
+__device__ __forceinline__ KeyTile key_tile(const AttentionShape& s) {
+  const int64_t pairs = s.batch * s.kv_heads;
+  return {(blockIdx.x % pairs) / s.kv_heads, blockIdx.x % pairs % s.kv_heads,
+          static_cast<int64_t>(blockIdx.x / pairs) * kKeys};
+}
+
+// Calls f.template operator()<D>() with the padded head dim for dh.
+template <class F>
+void with_head_dim(int64_t dh, F&& f) {
+  if (dh <= 32) f.template operator()<32>();
+  else if (dh <= 64) f.template operator()<64>();
+  else if (dh <= 128) f.template operator()<128>();
+  else fail("attention", "the CUDA kernel supports head dims up to 128, got ", dh);
+}
+
+// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in) and launches it.
+template <class... KernelArgs, class... Args>
+void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, size_t bytes, cudaStream_t stream,
+                  const char* op, Args&&... args) {
+  if (blocks == 0) return;
+  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+                   op, bytes, " bytes of shared memory");
+  kernel<<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(std::forward<Args>(args)...);
+  LINEA_CUDA_LAUNCH_CHECK(op, blocks, " blocks of ", threads, " threads, ", bytes, " bytes of shared memory");
+}
+
+// The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on. q, k, v and
+// dout have a contiguous last dim; out, lse, dq, dk, dv and delta are contiguous.
+struct Tf32Forward {
+  const float *q, *k, *v;
+  HeadStrides qs, ks, vs;
+  float *out, *lse;
+};
+void attention_forward_tf32(const Tf32Forward& a, const AttentionShape& s, float scale, cudaStream_t stream);
+
+struct Tf32Backward {
+  const float *q, *k, *v, *dout, *lse, *delta;
+  HeadStrides qs, ks, vs, dos;
+  float *dq, *dk, *dv;
+};
+void attention_backward_tf32(const Tf32Backward& a, const AttentionShape& s, float scale, cudaStream_t stream);
+
+}  // namespace linea::cuda::attention_tiles
