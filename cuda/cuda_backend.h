@@ -23,8 +23,7 @@ class CudaBackend final : public Backend {
                   UnaryArgs args) const override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) const override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) const override;
-  void rotary(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin, bool inverse,
-              const Tensor& y1, const Tensor& y2) const override;
+  void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& y) const override;
   void reduce(ReduceOp op, const Tensor& in, const std::vector<int64_t>& dims, const Tensor& out) const override;
   void cumsum(const Tensor& in, int64_t dim, bool reverse, const Tensor& out) const override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) const override;

@@ -111,12 +111,12 @@ class Backend {
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                  const Tensor& dy, const Tensor& dx, const Tensor& dweight) const = 0;
 
-  // Rotary position embedding (nn/layers/rope.h) of the two halves x1, x2 of the rotated dims:
-  //   y1 = x1 cos - x2 sin,  y2 = x2 cos + x1 sin;  inverse (sin -> -sin): the backward, as the
-  // rotation is orthogonal. All six have one shape (cos and sin expanded with stride 0 over the
-  // leading dims); y1 and y2 are written through any view, like the elementwise kernels.
-  virtual void rotary(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin, bool inverse,
-                      const Tensor& y1, const Tensor& y2) const = 0;
+  // Rotary position embedding (nn/layers/rope.h): x and y (..., T, dh) with a contiguous last dim
+  // (any strides before it; y is written through its view), cos and sin (T, half) with contiguous
+  // rows. With x1, x2 the first two blocks of half dims of x (y1, y2 of y) and t the row's index
+  // along dim -2:  y1 = x1 cos[t] - x2 sin[t],  y2 = x2 cos[t] + x1 sin[t];  the dims past 2 half
+  // are copied. inverse (sin -> -sin) is the backward, as the rotation is orthogonal.
+  virtual void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& y) const = 0;
 
   // Causal softmax attention in the FlashAttention manner (no T x T matrix in memory).
   // q (B, H, Tq, dh); k, v (B, KV, Tk, dh) with KV dividing H (query head h reads K/V head

@@ -40,15 +40,12 @@ Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, 
 // y = x rotated by the angles of cos/sin (inverse: by minus them), the dims past 2 * half copied;
 // y laid out in the memory order of `order` (strides of x's shape).
 Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Shape& order) {
-  const int64_t half = cos.size(1), dh = x.size(-1), last = x.dim() - 1;
   Tensor y = empty_in_order_of(x.shape(), order, x.dtype(), x.device());
   if (x.numel() > 0) {
-    Shape pair_shape = x.shape();
-    pair_shape.back() = half;
-    const Tensor c = views::expand(cos, pair_shape), s = views::expand(sin, pair_shape);
-    backend_for(x).rotary(views::slice(x, last, 0, half, 1), views::slice(x, last, half, 2 * half, 1), c, s, inverse,
-                          views::slice(y, last, 0, half, 1), views::slice(y, last, half, 2 * half, 1));
-    if (2 * half < dh) backend_for(x).copy(views::slice(x, last, 2 * half, dh, 1), views::slice(y, last, 2 * half, dh, 1));
+    // The kernels read rows with a contiguous last dim.
+    const Tensor rows = x.stride(-1) == 1 || x.size(-1) == 1 ? x : contiguous(detach(x));
+    if (y.stride(-1) != 1 && y.size(-1) != 1) y = empty(x.shape(), x.dtype(), x.device());
+    backend_for(x).rotary(rows, cos, sin, inverse, y);
   }
   // The rotation is orthogonal: its adjoint is the inverse rotation. The gradient takes x's memory
   // order, whatever gy's.
@@ -72,7 +69,9 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
               x.describe(), ", cos ", cos.describe(), ", sin ", sin.describe());
   LINEA_CHECK(!cos.requires_grad() && !sin.requires_grad(), op,
               "cos and sin are constant tables and take no gradient; detach them");
-  return rotate(x, cos, sin, false, x.strides());
+  // The tables' rows are read contiguously (a narrow of a longer table along positions is).
+  const auto rows_of = [](const Tensor& table) { return table.stride(1) == 1 || table.size(1) == 1 ? table : contiguous(table); };
+  return rotate(x, rows_of(cos), rows_of(sin), false, x.strides());
 }
 
 }  // namespace linea

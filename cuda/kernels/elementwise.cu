@@ -173,15 +173,25 @@ struct WhereFn {
   __device__ void operator()(int64_t, const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
 };
 
+// RoPE: one warp per row of x (..., T, dh), its lanes over the pairs (i, i + half) and then over
+// the dims past 2 half, which are copied. Rows are found through their leading-dim strides.
 template <class T>
-struct RotaryFn {
-  const T *x1, *x2, *cos, *sin;
-  T *y1, *y2;
-  T sign;
-  __device__ void operator()(int64_t, const int64_t (&o)[6]) const {
-    scalar::rotate_pair(x1[o[0]], x2[o[1]], cos[o[2]], sign * sin[o[3]], y1[o[4]], y2[o[5]]);
+__global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int64_t cos_row, int64_t rows,
+                              int64_t length, int half, int dh, StridedOffsets<2> row_at, T sign) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
+    int64_t at[2];
+    row_at.at(row, at);
+    const T* xr = x + at[0];
+    T* yr = y + at[1];
+    const int64_t t = row % length;
+    const T* c = cos + t * cos_row;
+    const T* s = sin + t * cos_row;
+    for (int i = lane; i < half; i += 32) scalar::rotate_pair(xr[i], xr[i + half], c[i], sign * s[i], yr[i], yr[i + half]);
+    for (int j = 2 * half + lane; j < dh; j += 32) yr[j] = xr[j];
   }
-};
+}
 
 }  // namespace
 
@@ -257,14 +267,20 @@ void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, co
   });
 }
 
-void CudaBackend::rotary(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin, bool inverse,
-                         const Tensor& y1, const Tensor& y2) const {
-  dispatch_floating(y1.dtype(), "rotary", [&]<class T>() {
-    for_each_element<6>(
-        "rotary", device_, y1.shape(),
-        {&x1.strides(), &x2.strides(), &cos.strides(), &sin.strides(), &y1.strides(), &y2.strides()},
-        RotaryFn<T>{x1.data<T>(), x2.data<T>(), cos.data<T>(), sin.data<T>(), y1.data<T>(), y2.data<T>(),
-                    inverse ? T(-1) : T(1)});
+void CudaBackend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& y) const {
+  const int64_t dh = x.size(-1), rows = x.numel() / dh;
+  if (rows == 0) return;
+  const Shape row_shape(x.shape().begin(), x.shape().end() - 1);
+  const Shape x_rows(x.strides().begin(), x.strides().end() - 1), y_rows(y.strides().begin(), y.strides().end() - 1);
+  const StridedOffsets<2> row_at = strided_offsets<2>(row_shape, {&x_rows, &y_rows});
+  const cudaStream_t stream = use_device(device_);
+  constexpr int kRowsPerBlock = kThreads / 32;
+  const unsigned blocks = blocks_for(rows, device_, kRowsPerBlock);
+  dispatch_floating(y.dtype(), "rotary", [&]<class T>() {
+    rotary_kernel<T><<<blocks, kThreads, 0, stream>>>(x.data<T>(), y.data<T>(), cos.data<T>(), sin.data<T>(),
+                                                      cos.stride(0), rows, x.size(-2), static_cast<int>(cos.size(1)),
+                                                      static_cast<int>(dh), row_at, inverse ? T(-1) : T(1));
+    LINEA_CUDA_LAUNCH_CHECK("rotary", x.describe());
   });
 }
 

@@ -4,6 +4,7 @@
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/strided_loop.h"
 #include "tensor/scalar_math.h"
+#include "tensor/view.h"
 
 namespace linea::cpu {
 
@@ -188,18 +189,26 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, con
   });
 }
 
-void CpuBackend::rotary(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin, bool inverse,
-                        const Tensor& y1, const Tensor& y2) const {
-  dispatch_floating(y1.dtype(), "rotary", [&]<class T>() {
-    const T *a = x1.data<T>(), *b = x2.data<T>(), *c = cos.data<T>(), *s = sin.data<T>();
-    T *u = y1.data<T>(), *w = y2.data<T>();
+// The pairs as six same-shaped views (cos and sin broadcast over the leading dims), through the
+// elementwise loop.
+void CpuBackend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& y) const {
+  const int64_t half = cos.size(1), dh = x.size(-1), last = x.dim() - 1;
+  Shape pair_shape = x.shape();
+  pair_shape.back() = half;
+  const Tensor x1 = views::slice(x, last, 0, half, 1), x2 = views::slice(x, last, half, 2 * half, 1);
+  const Tensor y1 = views::slice(y, last, 0, half, 1), y2 = views::slice(y, last, half, 2 * half, 1);
+  const Tensor c = views::expand(cos, pair_shape), s = views::expand(sin, pair_shape);
+  if (2 * half < dh) copy(views::slice(x, last, 2 * half, dh, 1), views::slice(y, last, 2 * half, dh, 1));
+  dispatch_floating(y.dtype(), "rotary", [&]<class T>() {
+    const T *pa = x1.data<T>(), *pb = x2.data<T>(), *pc = c.data<T>(), *ps = s.data<T>();
+    T *pu = y1.data<T>(), *pw = y2.data<T>();
     const T sign = inverse ? T(-1) : T(1);
-    for_each_run<6>(y1.shape(), {&x1.strides(), &x2.strides(), &cos.strides(), &sin.strides(), &y1.strides(), &y2.strides()},
+    for_each_run<6>(pair_shape, {&x1.strides(), &x2.strides(), &c.strides(), &s.strides(), &y1.strides(), &y2.strides()},
                     [&](const std::array<int64_t, 6>& at, int64_t n, const std::array<int64_t, 6>& step) {
                       for (int64_t i = 0; i < n; ++i)
-                        scalar::rotate_pair(a[at[0] + i * step[0]], b[at[1] + i * step[1]], c[at[2] + i * step[2]],
-                                            sign * s[at[3] + i * step[3]], u[at[4] + i * step[4]],
-                                            w[at[5] + i * step[5]]);
+                        scalar::rotate_pair(pa[at[0] + i * step[0]], pb[at[1] + i * step[1]], pc[at[2] + i * step[2]],
+                                            sign * ps[at[3] + i * step[3]], pu[at[4] + i * step[4]],
+                                            pw[at[5] + i * step[5]]);
                     });
   });
 }
