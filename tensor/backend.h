@@ -4,7 +4,9 @@
 // outputs and never see autograd: ops in autograd/ check shapes and dtypes, allocate, and call
 // them. Inputs may be arbitrary strided views. The elementwise kernels (fill, arange, copy,
 // unary, binary, where) write through any view, so in-place ops use them; every other kernel
-// writes a contiguous output (index_add and scatter_add accumulate into one).
+// writes a contiguous output (index_add and scatter_add accumulate into one), except rotary and
+// attention, whose outputs may be any view with a contiguous last dim (autograd gives them the
+// memory order of their inputs).
 #include <cstdint>
 #include <vector>
 
@@ -121,11 +123,13 @@ class Backend {
   // Causal softmax attention in the FlashAttention manner (no T x T matrix in memory).
   // q (B, H, Tq, dh); k, v (B, KV, Tk, dh) with KV dividing H (query head h reads K/V head
   // h / (H / KV)); query row i sits at position Tk - Tq + i, so it sees key positions
-  // s <= Tk - Tq + i, and with window > 0 only s > Tk - Tq + i - window. out (B, H, Tq, dh);
-  // lse (B, H, Tq) receives each row's logsumexp of the scaled scores, saved for backward.
+  // s <= Tk - Tq + i, and with window > 0 only s > Tk - Tq + i - window. out (B, H, Tq, dh) with a
+  // contiguous last dim and any other strides (written through them); lse (B, H, Tq), contiguous,
+  // receives each row's logsumexp of the scaled scores, saved for backward.
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, int64_t window,
                          const Tensor& out, const Tensor& lse) const = 0;
-  // The gradients of attention given dout; dq, dk, dv have q's, k's, v's shapes.
+  // The gradients of attention given dout; dq, dk, dv have q's, k's, v's shapes, a contiguous last
+  // dim and any other strides.
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, double scale, int64_t window,
                                   const Tensor& dq, const Tensor& dk, const Tensor& dv) const = 0;

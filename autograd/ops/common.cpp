@@ -1,5 +1,9 @@
 #include "autograd/ops/common.h"
 
+#include <algorithm>
+
+#include "tensor/view.h"
+
 namespace linea::ops_detail {
 
 void check_defined(const Tensor& x, const char* op) {
@@ -51,5 +55,25 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* 
 }
 
 Tensor scalar_like(double value, const Tensor& x) { return full({}, value, {x.dtype(), x.device()}); }
+
+Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device) {
+  std::vector<int64_t> order(shape.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  int64_t expected = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    const int64_t d = order[i];
+    if (shape[d] != 1 && strides[d] != expected) return empty(shape, dtype, device);
+    expected *= shape[d];
+  }
+  Shape permuted(shape.size());
+  std::vector<int64_t> inverse(shape.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    permuted[i] = shape[order[i]];
+    inverse[order[i]] = static_cast<int64_t>(i);
+  }
+  return views::permute(empty(permuted, dtype, device), inverse);
+}
+
 
 }  // namespace linea::ops_detail

@@ -32,8 +32,12 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
     if (need_b) {
       if (b.dim() == 2 && a.dim() > 2) {
         // A weight shared by the whole batch: one (K, rows) @ (rows, N) product, not a batch of
-        // products summed afterwards.
-        gb = matmul(t(reshape(a, {-1, a.size(-1)})), reshape(gy, {-1, gy.size(-1)}));
+        // products summed afterwards. When b is the transpose of a contiguous matrix (Linear's
+        // x @ t(W)), the product is formed transposed, (N, rows) @ (rows, K), so that W's gradient
+        // arrives contiguous instead of as a transposed view to be copied.
+        const Tensor a2 = reshape(a, {-1, a.size(-1)}), g2 = reshape(gy, {-1, gy.size(-1)});
+        const bool transposed_weight = b.stride(0) == 1 && b.stride(1) == b.size(0) && b.size(0) > 1;
+        gb = transposed_weight ? t(matmul(t(g2), a2)) : matmul(t(a2), g2);
       } else {
         gb = sum_to(matmul(transpose(a, -1, -2), gy), b.shape());
       }

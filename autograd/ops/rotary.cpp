@@ -2,8 +2,6 @@
 // instead of the composite x * cos + rotate_half(x) * sin with its slices, negation and
 // concatenation, each a pass over the tensor forward and again backward
 // (tests/autograd/fused_vs_composite_test.cpp checks the two against each other).
-#include <algorithm>
-
 #include "autograd/ops/common.h"
 #include "tensor/view.h"
 
@@ -12,30 +10,6 @@ namespace linea {
 using namespace ops_detail;
 
 namespace {
-
-// An uninitialised tensor of `shape` laid out in memory like a tensor with `strides` (dims in the
-// same order of decreasing stride), when those strides are dense (no gaps, no overlaps); else
-// contiguous. The result of a layer that transposes (B, T, H, dh) to (B, H, T, dh) before RoPE
-// then stays in (B, T, H, dh) memory order, and so does its gradient: the reshapes around it
-// remain views rather than copies.
-Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device) {
-  std::vector<int64_t> order(shape.size());
-  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  int64_t expected = 1;
-  for (size_t i = order.size(); i-- > 0;) {
-    const int64_t d = order[i];
-    if (shape[d] != 1 && strides[d] != expected) return empty(shape, dtype, device);
-    expected *= shape[d];
-  }
-  Shape permuted(shape.size());
-  std::vector<int64_t> inverse(shape.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    permuted[i] = shape[order[i]];
-    inverse[order[i]] = static_cast<int64_t>(i);
-  }
-  return views::permute(empty(permuted, dtype, device), inverse);
-}
 
 // y = x rotated by the angles of cos/sin (inverse: by minus them), the dims past 2 * half copied;
 // y laid out in the memory order of `order` (strides of x's shape).

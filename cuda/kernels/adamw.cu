@@ -55,13 +55,31 @@ __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const AdamWTable<T>
   T* __restrict__ m = table.m[t];
   T* __restrict__ v = table.v[t];
   const T shrink = (table.decay >> t) & 1u ? h.shrink : T(1);
-  for (int64_t i = start + threadIdx.x; i < end; i += kAdamThreads) {
-    const T gi = g[i];
-    const T mi = h.beta1 * m[i] + h.one_minus_beta1 * gi;
-    const T vi = h.beta2 * v[i] + h.one_minus_beta2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * shrink - h.lr * (mi * h.inv_correction1) / (sqrt(vi * h.inv_correction2) + h.eps);
+  // kUnroll elements per thread and pass, all loaded before any is stored: the loads of a pass are
+  // in flight together (one element at a time left the kernel waiting on memory latency).
+  constexpr int kUnroll = 4;
+  for (int64_t base = start + threadIdx.x; base < end; base += kUnroll * kAdamThreads) {
+    T gi[kUnroll], mi[kUnroll], vi[kUnroll], pi[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kAdamThreads;
+      if (i < end) {
+        gi[u] = g[i];
+        mi[u] = m[i];
+        vi[u] = v[i];
+        pi[u] = p[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kAdamThreads;
+      if (i >= end) break;
+      const T mn = h.beta1 * mi[u] + h.one_minus_beta1 * gi[u];
+      const T vn = h.beta2 * vi[u] + h.one_minus_beta2 * gi[u] * gi[u];
+      m[i] = mn;
+      v[i] = vn;
+      p[i] = pi[u] * shrink - h.lr * (mn * h.inv_correction1) / (sqrt(vn * h.inv_correction2) + h.eps);
+    }
   }
 }
 

@@ -79,7 +79,7 @@ __device__ __forceinline__ T row_group_sum(T v) {
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs, T* out,
-                             T* lse, AttentionShape s, T scale) {
+                             HeadStrides os, T* lse, AttentionShape s, T scale) {
   using L = Layout<D, BQ, BK, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
   constexpr T kInf = std::numeric_limits<T>::infinity();
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int n = 0; n < DN; ++n) {
       const int d = cg + C * n;
-      if (d < s.dh) out[at * s.dh + d] = o[i][n] * inv;
+      if (d < s.dh) out[head_offset(os, t.b, t.h, row) + d] = o[i][n] * inv;
     }
     if (cg == 0) lse[at] = l[i] > 0 ? m[i] + log(l[i]) : -kInf;
   }
@@ -218,14 +218,15 @@ __device__ __forceinline__ void paired_tile_products(const T* r1, const T* r2, c
 }
 
 template <class T>
-__global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* out, T* delta, AttentionShape s) {
+__global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* out, HeadStrides os, T* delta,
+                                       AttentionShape s) {
   const int64_t rows = s.batch * s.heads * s.tq;
   const int lane = threadIdx.x % 32;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
        row += static_cast<int64_t>(gridDim.x) * (blockDim.x / 32)) {
     const int64_t bh = row / s.tq, i = row % s.tq, b = bh / s.heads, h = bh % s.heads;
     const T* dor = dout + b * dos.b + h * dos.h + i * dos.t;
-    const T* orow = out + row * s.dh;
+    const T* orow = out + head_offset(os, b, h, i);
     T sum = 0;
     for (int64_t d = lane; d < s.dh; d += 32) sum += dor[d] * orow[d];
     sum = warp_sum(sum);
@@ -238,7 +239,8 @@ __global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* 
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs,
-                                   const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dk, T* dv,
+                                   const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dk, HeadStrides dks,
+                                   T* dv, HeadStrides dvs,
                                    AttentionShape s, T scale) {
   using L = Layout<D, BK, BQ, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
@@ -334,13 +336,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < RM; ++i) {
     const int64_t key = k0 + rg * RM + i;
     if (key >= s.tk) continue;
-    const int64_t at = ((b * s.kv_heads + kvh) * s.tk + key) * s.dh;
+    const int64_t at_k = head_offset(dks, b, kvh, key), at_v = head_offset(dvs, b, kvh, key);
 #pragma unroll
     for (int n = 0; n < DN; ++n) {
       const int d = cg + C * n;
       if (d < s.dh) {
-        dk[at + d] = dk_acc[i][n] * scale;
-        dv[at + d] = dv_acc[i][n];
+        dk[at_k + d] = dk_acc[i][n] * scale;
+        dv[at_v + d] = dv_acc[i][n];
       }
     }
   }
@@ -351,7 +353,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs,
-                                 const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dq, AttentionShape s,
+                                 const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dq, HeadStrides dqs, AttentionShape s,
                                  T scale) {
   using L = Layout<D, BQ, BK, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
@@ -417,7 +419,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < RM; ++i) {
     const int64_t row = t.q0 + rg * RM + i;
     if (row >= s.tq) continue;
-    const int64_t at = ((t.b * s.heads + t.h) * s.tq + row) * s.dh;
+    const int64_t at = head_offset(dqs, t.b, t.h, row);
 #pragma unroll
     for (int n = 0; n < DN; ++n) {
       const int d = cg + C * n;
@@ -464,9 +466,9 @@ void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_
   const cudaStream_t stream = use_device(device_);
   const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
   const AttentionShape s = shape_of(q, k, window);
-  if (q.dtype() == kFloat32 && tf32_enabled()) {
+  if (q.dtype() == kFloat32 && tf32_enabled() && tf32_attention_available()) {
     attention_forward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), head_strides(q), head_strides(k),
-                            head_strides(v), out.data<float>(), lse.data<float>()},
+                            head_strides(v), out.data<float>(), lse.data<float>(), head_strides(out)},
                            s, static_cast<float>(scale), stream);
     return;
   }
@@ -476,7 +478,8 @@ void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_
       const size_t bytes = sizeof(T) * ((ts.bq + 2 * ts.bk) * (D + 1) + ts.bq * (ts.bk + 1));
       launch_tiled(attention_forward_kernel<T, D, ts.bq, ts.bk, ts.threads>, s.batch * s.heads * ceil_div(s.tq, ts.bq),
                    ts.threads, bytes, stream, "attention", q.data<T>(), head_strides(q), k.data<T>(), head_strides(k),
-                   v.data<T>(), head_strides(v), out.data<T>(), lse.data<T>(), s, static_cast<T>(scale));
+                   v.data<T>(), head_strides(v), out.data<T>(), head_strides(out), lse.data<T>(), s,
+                   static_cast<T>(scale));
     });
   });
 }
@@ -492,19 +495,19 @@ void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const T
   }
   const cudaStream_t stream = use_device(device_);
   const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
-  const Tensor dout = rows_readable(dout_), out = contiguous_copy(out_), lse = contiguous_copy(lse_);
+  const Tensor dout = rows_readable(dout_), out = rows_readable(out_), lse = contiguous_copy(lse_);
   const AttentionShape s = shape_of(q, k, window);
   dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
     DeviceBuffer delta(sizeof(T) * s.batch * s.heads * s.tq, device_);
     attention_delta_kernel<T><<<row_blocks<32>(s.batch * s.heads * s.tq, device_), 256, 0, stream>>>(
-        dout.data<T>(), head_strides(dout), out.data<T>(), delta.as<T>(), s);
+        dout.data<T>(), head_strides(dout), out.data<T>(), head_strides(out), delta.as<T>(), s);
     LINEA_CUDA_LAUNCH_CHECK("attention_backward", "dout . out of ", dout.describe());
     if constexpr (std::is_same_v<T, float>)
-      if (tf32_enabled()) {
+      if (tf32_enabled() && tf32_attention_available()) {
         attention_backward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(),
                                  lse.data<float>(), delta.as<float>(), head_strides(q), head_strides(k),
                                  head_strides(v), head_strides(dout), dq.data<float>(), dk.data<float>(),
-                                 dv.data<float>()},
+                                 dv.data<float>(), head_strides(dq), head_strides(dk), head_strides(dv)},
                                 s, static_cast<float>(scale), stream);
         return;
       }
@@ -514,14 +517,15 @@ void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const T
       launch_tiled(attention_backward_dkdv_kernel<T, D, kv.bq, kv.bk, kv.threads>,
                    s.batch * s.kv_heads * ceil_div(s.tk, kv.bk), kv.threads, kv_bytes, stream, "attention_backward",
                    q.data<T>(), head_strides(q), k.data<T>(), head_strides(k), v.data<T>(), head_strides(v),
-                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dk.data<T>(), dv.data<T>(), s,
+                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dk.data<T>(), head_strides(dk),
+                   dv.data<T>(), head_strides(dv), s,
                    static_cast<T>(scale));
       constexpr TileShape qt = Tiling<T>::dq;
       const size_t q_bytes = sizeof(T) * (2 * (qt.bq + qt.bk) * (D + 1) + qt.bq * (qt.bk + 1));
       launch_tiled(attention_backward_dq_kernel<T, D, qt.bq, qt.bk, qt.threads>,
                    s.batch * s.heads * ceil_div(s.tq, qt.bq), qt.threads, q_bytes, stream, "attention_backward",
                    q.data<T>(), head_strides(q), k.data<T>(), head_strides(k), v.data<T>(), head_strides(v),
-                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dq.data<T>(), s,
+                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dq.data<T>(), head_strides(dq), s,
                    static_cast<T>(scale));
     });
   });

@@ -34,19 +34,33 @@ namespace {
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// TF32 needs sm_80 or newer. A build for older GPUs compiles these kernels without the
+// instructions, and the host never launches them (tf32_attention_available below).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define LINEA_NO_TF32_MMA 1
+#endif
+
 __device__ __forceinline__ float to_tf32(float x) {
+#ifdef LINEA_NO_TF32_MMA
+  return x;
+#else
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
+#endif
 }
 
 // c += a b for one 16 x 8 x 8 product.
 __device__ __forceinline__ void mma(float (&c)[4], const float (&a)[4], float b0, float b1) {
+#ifdef LINEA_NO_TF32_MMA
+  __trap();
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+#endif
 }
 
 template <int D>
@@ -135,10 +149,10 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Writes a 16 x D accumulator (C layout; rows row0 + g and + 8 of a (rows, dh) contiguous matrix
-// starting at `base`), times `scale[half]`.
+// Writes a 16 x D accumulator (C layout; rows row0 + g and + 8 of a (rows, dh) matrix at `base`
+// whose rows are `stride` apart), times `scale[half]`.
 template <int D>
-__device__ __forceinline__ void store_rows(float* base, int64_t row0, int64_t n_rows, int64_t dh,
+__device__ __forceinline__ void store_rows(float* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
                                            const float (&acc)[Tile<D>::kSteps][4], const float (&scale)[2], int g,
                                            int t) {
 #pragma unroll
@@ -150,7 +164,7 @@ __device__ __forceinline__ void store_rows(float* base, int64_t row0, int64_t n_
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = 8 * dn + 2 * t + e;
-        if (d < dh) base[row * dh + d] = acc[dn][2 * half + e] * scale[half];
+        if (d < dh) base[row * stride + d] = acc[dn][2 * half + e] * scale[half];
       }
   }
 }
@@ -232,7 +246,7 @@ __global__ void __launch_bounds__(kThreads)
     if (t == 0 && r < s.tq)
       a.lse[bh * s.tq + r] = l[half] > 0.f ? (m[half] + log2f(l[half])) / kLog2e : -kInf;
   }
-  store_rows<D>(a.out + bh * s.tq * s.dh, tile.q0 + 16 * warp, s.tq, s.dh, o, inv, g, t);
+  store_rows<D>(a.out + head_offset(a.os, tile.b, tile.h, 0), a.os.t, tile.q0 + 16 * warp, s.tq, s.dh, o, inv, g, t);
 }
 
 // One block per (batch, K/V head, 64 keys): dk and dv of those keys, over every query tile (and
@@ -295,10 +309,9 @@ __global__ void __launch_bounds__(kThreads)
       accumulate_product<D>(dk, ds, sQ, g, t);
     }
   }
-  const int64_t at = (kt.b * s.kv_heads + kt.kvh) * s.tk * s.dh;
   const float scale = scale_log2 / kLog2e, one[2] = {1.f, 1.f}, scaled[2] = {scale, scale};
-  store_rows<D>(a.dk + at, kt.k0 + 16 * warp, s.tk, s.dh, dk, scaled, g, t);
-  store_rows<D>(a.dv + at, kt.k0 + 16 * warp, s.tk, s.dh, dv, one, g, t);
+  store_rows<D>(a.dk + head_offset(a.dks, kt.b, kt.kvh, 0), a.dks.t, kt.k0 + 16 * warp, s.tk, s.dh, dk, scaled, g, t);
+  store_rows<D>(a.dv + head_offset(a.dvs, kt.b, kt.kvh, 0), a.dvs.t, kt.k0 + 16 * warp, s.tk, s.dh, dv, one, g, t);
 }
 
 // One block per (batch, head, 64 query rows): dq of those rows, streaming over the key tiles they
@@ -353,10 +366,20 @@ __global__ void __launch_bounds__(kThreads)
     accumulate_product<D>(dq, ds, sK, g, t);
   }
   const float scale = scale_log2 / kLog2e, scaled[2] = {scale, scale};
-  store_rows<D>(a.dq + bh * s.tq * s.dh, tile.q0 + 16 * warp, s.tq, s.dh, dq, scaled, g, t);
+  store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + 16 * warp, s.tq, s.dh, dq, scaled, g,
+                t);
 }
 
 }  // namespace
+
+bool tf32_attention_available() {
+  // The PTX the loaded kernel came from: compute_80 or newer has the mma instructions.
+  static const bool available = [] {
+    cudaFuncAttributes attributes{};
+    return cudaFuncGetAttributes(&attributes, forward_kernel<64>) == cudaSuccess && attributes.ptxVersion >= 80;
+  }();
+  return available;
+}
 
 void attention_forward_tf32(const Tf32Forward& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {

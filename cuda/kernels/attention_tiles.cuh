@@ -17,6 +17,11 @@ struct HeadStrides {
   int64_t b, h, t;
 };
 
+// Offset of row t of head h of batch b.
+__host__ __device__ __forceinline__ int64_t head_offset(const HeadStrides& s, int64_t b, int64_t h, int64_t t) {
+  return b * s.b + h * s.h + t * s.t;
+}
+
 struct AttentionShape {
   int64_t batch, heads, kv_heads, tq, tk, dh, window;
 };
@@ -106,12 +111,15 @@ void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, si
   LINEA_CUDA_LAUNCH_CHECK(op, blocks, " blocks of ", threads, " threads, ", bytes, " bytes of shared memory");
 }
 
-// The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on. q, k, v and
-// dout have a contiguous last dim; out, lse, dq, dk, dv and delta are contiguous.
+// The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on, when the build
+// has them (sm_80 or newer). q, k, v, dout, out, dq, dk and dv have a contiguous last dim (any
+// other strides); lse and delta are contiguous.
+bool tf32_attention_available();
 struct Tf32Forward {
   const float *q, *k, *v;
   HeadStrides qs, ks, vs;
   float *out, *lse;
+  HeadStrides os;
 };
 void attention_forward_tf32(const Tf32Forward& a, const AttentionShape& s, float scale, cudaStream_t stream);
 
@@ -119,6 +127,7 @@ struct Tf32Backward {
   const float *q, *k, *v, *dout, *lse, *delta;
   HeadStrides qs, ks, vs, dos;
   float *dq, *dk, *dv;
+  HeadStrides dqs, dks, dvs;
 };
 void attention_backward_tf32(const Tf32Backward& a, const AttentionShape& s, float scale, cudaStream_t stream);
 

@@ -121,13 +121,25 @@ __global__ void __launch_bounds__(kParamCols* kParamRowLanes)
   }
 }
 
-// out[c] = sum over chunks, in chunk order.
+// out[c] = sum over chunks: kParamRowLanes threads per column each add every kParamRowLanes-th
+// chunk (independent chains of loads rather than one long one), then their sums are added in lane
+// order. The order depends only on the shapes: deterministic.
 template <class T>
-__global__ void sum_chunks_kernel(const T* partial, int64_t chunks, int64_t cols, T* out) {
-  LINEA_GRID_STRIDE_LOOP(c, cols) {
-    T total = 0;
-    for (int64_t k = 0; k < chunks; ++k) total += partial[k * cols + c];
-    out[c] = total;
+__global__ void __launch_bounds__(kParamCols* kParamRowLanes)
+    sum_chunks_kernel(const T* partial, int64_t chunks, int64_t cols, T* out) {
+  __shared__ T lanes[kParamRowLanes][kParamCols];
+  const int tx = threadIdx.x % kParamCols, ty = threadIdx.x / kParamCols;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kParamCols + tx;
+  T total = 0;
+  if (c < cols)
+    for (int64_t k = ty; k < chunks; k += kParamRowLanes) total += partial[k * cols + c];
+  lanes[ty][tx] = total;
+  __syncthreads();
+  if (ty == 0 && c < cols) {
+    T sum = 0;
+#pragma unroll
+    for (int k = 0; k < kParamRowLanes; ++k) sum += lanes[k][tx];
+    out[c] = sum;
   }
 }
 
@@ -159,12 +171,13 @@ void norm_param_grads(int device, cudaStream_t stream, const Tensor& x, const Te
       partial_w, partial_b);
   LINEA_CUDA_LAUNCH_CHECK(op, "parameter gradients of x ", x.describe());
   // dweight is undefined when only dbias is wanted: its sums are then computed and dropped.
+  const auto column_blocks = static_cast<unsigned>(ceil_div(rc.cols, kParamCols));
   if (dweight.defined())
-    sum_chunks_kernel<T><<<blocks_for(rc.cols, device), kThreads, 0, stream>>>(partial_w, chunks, rc.cols,
-                                                                               dweight.data<T>());
+    sum_chunks_kernel<T><<<column_blocks, kParamCols * kParamRowLanes, 0, stream>>>(partial_w, chunks, rc.cols,
+                                                                                    dweight.data<T>());
   if (dbias.defined())
-    sum_chunks_kernel<T><<<blocks_for(rc.cols, device), kThreads, 0, stream>>>(partial_b, chunks, rc.cols,
-                                                                               dbias.data<T>());
+    sum_chunks_kernel<T><<<column_blocks, kParamCols * kParamRowLanes, 0, stream>>>(partial_b, chunks, rc.cols,
+                                                                                    dbias.data<T>());
   LINEA_CUDA_LAUNCH_CHECK(op, "parameter gradients of x ", x.describe());
 }
 

@@ -21,6 +21,23 @@ KeyRange visible_keys(int64_t i, int64_t tq, int64_t tk, int64_t window) {
   return {window > 0 ? std::max<int64_t>(0, position - window + 1) : 0, position};
 }
 
+// The loops below write contiguous rows; an output with other strides receives them through a
+// contiguous temporary, copied in by done().
+class RowsOut {
+ public:
+  RowsOut(const CpuBackend& backend, const Tensor& target)
+      : backend_(backend), target_(target),
+        rows_(target.is_contiguous() ? target : empty(target.shape(), target.dtype(), target.device())) {}
+  const Tensor& rows() const { return rows_; }
+  void done() const {
+    if (!target_.is_contiguous()) backend_.copy(rows_, target_);
+  }
+
+ private:
+  const CpuBackend& backend_;
+  Tensor target_, rows_;
+};
+
 template <class T>
 double dot(const T* a, const T* b, int64_t n) {
   double s = 0;
@@ -31,8 +48,10 @@ double dot(const T* a, const T* b, int64_t n) {
 }  // namespace
 
 void CpuBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_, double scale, int64_t window,
-                           const Tensor& out, const Tensor& lse) const {
+                           const Tensor& out_, const Tensor& lse) const {
   const Tensor q = contiguous_copy(q_), k = contiguous_copy(k_), v = contiguous_copy(v_);
+  const RowsOut out_rows(*this, out_);
+  const Tensor& out = out_rows.rows();
   const int64_t batch = q.size(0), heads = q.size(1), tq = q.size(2), dh = q.size(3);
   const int64_t kv = k.size(1), tk = k.size(2), group = heads / kv;
   dispatch_floating(q.dtype(), "attention", [&]<class T>() {
@@ -63,12 +82,15 @@ void CpuBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_,
       }
     });
   });
+  out_rows.done();
 }
 
 void CpuBackend::attention_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& out_,
                                     const Tensor& lse_, const Tensor& dout_, double scale, int64_t window,
-                                    const Tensor& dq, const Tensor& dk, const Tensor& dv) const {
+                                    const Tensor& dq_, const Tensor& dk_, const Tensor& dv_) const {
   const Tensor q = contiguous_copy(q_), k = contiguous_copy(k_), v = contiguous_copy(v_);
+  const RowsOut dq_rows(*this, dq_), dk_rows(*this, dk_), dv_rows(*this, dv_);
+  const Tensor &dq = dq_rows.rows(), &dk = dk_rows.rows(), &dv = dv_rows.rows();
   const Tensor out = contiguous_copy(out_), lse = contiguous_copy(lse_), dout = contiguous_copy(dout_);
   const int64_t batch = q.size(0), heads = q.size(1), tq = q.size(2), dh = q.size(3);
   const int64_t kv = k.size(1), tk = k.size(2), group = heads / kv;
@@ -109,6 +131,9 @@ void CpuBackend::attention_backward(const Tensor& q_, const Tensor& k_, const Te
       }
     });
   });
+  dq_rows.done();
+  dk_rows.done();
+  dv_rows.done();
 }
 
 void CpuBackend::adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,

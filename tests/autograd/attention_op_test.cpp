@@ -101,6 +101,26 @@ TEST(AttentionOp, StridedInputs) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(g[i], g_ref[i], 1e-11, 1e-12)) << "input " << i;
 }
 
+// The layer hands over (B, T, H, dh) projections seen as (B, H, T, dh): the output comes back in
+// q's memory order and the gradients in their inputs' orders, so transposing back and merging the
+// heads are views, not copies.
+TEST(AttentionOp, OutputsKeepTheInputsMemoryOrder) {
+  Generator gen(3);
+  std::vector<Tensor> leaves = {randn({2, 6, 4, 3}, kFloat64, &gen).requires_grad_(),
+                                randn({2, 6, 2, 3}, kFloat64, &gen).requires_grad_(),
+                                randn({2, 6, 2, 3}, kFloat64, &gen).requires_grad_()};
+  std::vector<Tensor> seen;
+  for (const Tensor& x : leaves) seen.push_back(transpose(x, 1, 2));
+  const Tensor out = scaled_dot_product_attention(seen[0], seen[1], seen[2]);
+  EXPECT_EQ(out.strides(), seen[0].strides());
+  EXPECT_TRUE(transpose(out, 1, 2).is_contiguous());
+  const auto g = grad(out, seen, randn(out.shape(), kFloat64, &gen));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(g[i].strides(), seen[i].strides()) << "input " << i;
+  // Contiguous inputs keep contiguous results.
+  const Tensor q = randn({1, 2, 5, 3}, kFloat64, &gen);
+  EXPECT_TRUE(scaled_dot_product_attention(q, q, q).is_contiguous());
+}
+
 // Decoding: the last query of a full forward equals one query over the same keys.
 TEST(AttentionOp, LastQueryEqualsDecodingStep) {
   Generator gen(4);

@@ -51,6 +51,18 @@ TEST(Linear, MatchesLoopsOverLeadingDims) {
   EXPECT_LINEA_ERROR(lin.forward(randn({2, 3}, {}, &gen)), "Linear", "(..., 4)", "[2, 3]");
 }
 
+// y = x @ t(W): W's gradient is formed in W's own layout (no transposed view to copy), and equals
+// the sum over rows of dy^T x.
+TEST(Linear, WeightGradientArrivesContiguous) {
+  Generator gen(2);
+  Linear lin(4, 5, gen, {.bias = false});
+  const Tensor x = randn({2, 3, 4}, kFloat64, &gen), u = randn({2, 3, 5}, kFloat64, &gen);
+  lin.to(kFloat64);
+  const Tensor gw = grad(lin.forward(x), {lin.weight}, u)[0];
+  EXPECT_TRUE(gw.is_contiguous());
+  EXPECT_TRUE(all_close(gw, matmul(t(reshape(u, {6, 5})), reshape(x, {6, 4})), 1e-12, 1e-12));
+}
+
 TEST(Linear, ParametersAndInitialisers) {
   Generator gen(2);
   Linear lin(64, 32, gen);
