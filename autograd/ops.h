@@ -217,6 +217,10 @@ Tensor& copy_(Tensor& x, const Tensor& src);  // src broadcast to x; any dtype a
 // x = cond ? value : x, cond Bool broadcast to x.
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, double value);
 
+// Each tensor's sum of squares as a float64 tensor (one value per tensor, on their common device),
+// accumulated in double, deterministic; no autograd. For the global gradient norm.
+Tensor sum_squares(const std::vector<Tensor>& xs);
+
 // A readable one-line check of two tensors' values, for tests: max |a - b|.
 double max_abs_diff(const Tensor& a, const Tensor& b);
 

@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
                            const Tensor& initial_state, const Tensor& dout, const Tensor& dfinal_state,
                            const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
                            const Tensor& dgv, const Tensor& dinitial_state) const override;
+  void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) const override;
   void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
                   const std::vector<bool>& decay, const AdamWHyper& hyper) const override;

@@ -159,6 +159,11 @@ class Backend {
                                    const Tensor& dfinal_state, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const Tensor& dgk, const Tensor& dgv, const Tensor& dinitial_state) const = 0;
 
+  // out (float64, one per tensor) gets each tensor's sum of squares, accumulated in double in an
+  // order fixed by the sizes (deterministic), reading every tensor once: the global gradient norm
+  // of clipping without a cast, a square and a reduction per parameter.
+  virtual void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) const = 0;
+
   // One AdamW step over many parameters at once (few launches on a GPU), in place:
   //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
   //   p -= lr * (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd_i * p)

@@ -24,8 +24,13 @@ Tensor per_grad_values(const std::vector<Tensor>& params, Fn&& per_grad) {
 }  // namespace
 
 double grad_norm(const std::vector<Tensor>& params) {
-  const Tensor squares = per_grad_values(params, [](const Tensor& g) { return sum(g * g); });
-  return squares.defined() ? std::sqrt(sum(squares).item()) : 0.0;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (g.defined() && g.numel() > 0) grads.push_back(g);
+  }
+  // One fused pass over all gradients (Backend::sum_squares), in double.
+  return grads.empty() ? 0.0 : std::sqrt(sum(sum_squares(grads)).item());
 }
 
 ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {

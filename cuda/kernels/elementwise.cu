@@ -174,18 +174,20 @@ struct WhereFn {
 };
 
 // RoPE: one warp per row of x (..., T, dh), its lanes over the pairs (i, i + half) and then over
-// the dims past 2 half, which are copied. Rows are found through their leading-dim strides.
+// the dims past 2 half, which are copied. Rows are found through their leading-dim strides; a
+// row's bookkeeping is most of a warp's work (a head of 64 is one pair per lane), so it is kept
+// in 32-bit arithmetic (the host checks that rows < 2^31).
 template <class T>
-__global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int64_t cos_row, int64_t rows,
-                              int64_t length, int half, int dh, StridedOffsets<2> row_at, T sign) {
+__global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int64_t cos_row, int32_t rows,
+                              int32_t length, int half, int dh, StridedOffsets<2> row_at, T sign) {
   const int lane = threadIdx.x % 32;
-  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
-       row += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
+  const int32_t row = static_cast<int32_t>((blockIdx.x * blockDim.x + threadIdx.x) / 32);
+  if (row < rows) {
     int64_t at[2];
     row_at.at(row, at);
     const T* xr = x + at[0];
     T* yr = y + at[1];
-    const int64_t t = row % length;
+    const int32_t t = row % length;
     const T* c = cos + t * cos_row;
     const T* s = sin + t * cos_row;
     for (int i = lane; i < half; i += 32) scalar::rotate_pair(xr[i], xr[i + half], c[i], sign * s[i], yr[i], yr[i + half]);
@@ -275,10 +277,13 @@ void CudaBackend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, 
   const StridedOffsets<2> row_at = strided_offsets<2>(row_shape, {&x_rows, &y_rows});
   const cudaStream_t stream = use_device(device_);
   constexpr int kRowsPerBlock = kThreads / 32;
-  const unsigned blocks = blocks_for(rows, device_, kRowsPerBlock);
+  LINEA_CHECK(rows < (int64_t{1} << 31) && dh < (int64_t{1} << 31), "rotary", "at most 2^31 rows of x, got ",
+              x.describe());
+  const auto blocks = static_cast<unsigned>(ceil_div(rows, kRowsPerBlock));
   dispatch_floating(y.dtype(), "rotary", [&]<class T>() {
     rotary_kernel<T><<<blocks, kThreads, 0, stream>>>(x.data<T>(), y.data<T>(), cos.data<T>(), sin.data<T>(),
-                                                      cos.stride(0), rows, x.size(-2), static_cast<int>(cos.size(1)),
+                                                      cos.stride(0), static_cast<int32_t>(rows),
+                                                      static_cast<int32_t>(x.size(-2)), static_cast<int>(cos.size(1)),
                                                       static_cast<int>(dh), row_at, inverse ? T(-1) : T(1));
     LINEA_CUDA_LAUNCH_CHECK("rotary", x.describe());
   });

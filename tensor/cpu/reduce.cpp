@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/parallel.h"
@@ -157,6 +158,32 @@ void CpuBackend::cumsum(const Tensor& in, int64_t dim, bool reverse, const Tenso
                    }
                  });
   });
+}
+
+// Fixed blocks of kSquaresBlock elements, summed in parallel and then in block order: the same
+// bits for any number of threads.
+void CpuBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) const {
+  constexpr int64_t kSquaresBlock = 1 << 16;
+  double* result = out.data<double>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor x = contiguous_copy(xs[i]);
+    const int64_t n = x.numel(), blocks = (n + kSquaresBlock - 1) / kSquaresBlock;
+    std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+    dispatch_floating(x.dtype(), "sum_squares", [&]<class T>() {
+      const T* p = x.data<T>();
+      parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+          double acc = 0;
+          for (int64_t j = b * kSquaresBlock; j < std::min(n, (b + 1) * kSquaresBlock); ++j)
+            acc += static_cast<double>(p[j]) * static_cast<double>(p[j]);
+          partial[static_cast<size_t>(b)] = acc;
+        }
+      });
+    });
+    double total = 0;
+    for (double v : partial) total += v;
+    result[i] = total;
+  }
 }
 
 }  // namespace linea::cpu

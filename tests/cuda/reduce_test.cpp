@@ -162,5 +162,20 @@ TEST(CudaReduce, CumsumForwardAndReverseAlongEveryDim) {
   }
 }
 
+// The gradient norm's fused pass: the CPU's sums (in double, to reassociation) and the same bits
+// on every run, over sizes from one element to several blocks' worth.
+TEST(CudaReduce, SumSquaresMatchesTheCpuAndRepeats) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const std::vector<Tensor> cpu = {random_normal({1}, kFloat32, 1), random_normal({1000, 513}, kFloat32, 2),
+                                   random_normal({7, 9}, kFloat64, 3), random_normal({4099, 768}, kFloat32, 4)};
+  std::vector<Tensor> dev;
+  for (const Tensor& x : cpu) dev.push_back(on_gpu(x));
+  const std::vector<double> want = sum_squares(cpu).to_vector<double>();
+  const Tensor first = sum_squares(dev), second = sum_squares(dev);
+  EXPECT_TRUE(same_values(first, to(second, kCPU)));
+  const std::vector<double> got = to(first, kCPU).to_vector<double>();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12 * want[i]) << "tensor " << i;
+}
+
 }  // namespace
 }  // namespace linea

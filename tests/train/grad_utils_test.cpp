@@ -27,6 +27,22 @@ TEST(GradNorm, Float32GradientsDoNotOverflowWhenSquared) {
   EXPECT_NEAR(grad_norm(params) / 5e30, 1.0, 1e-6);
 }
 
+// The fused pass under grad_norm: each tensor's sum of squares in double, over several of its
+// fixed blocks, for contiguous and strided tensors of either dtype.
+TEST(SumSquares, MatchesTheSumOfSquaredValues) {
+  Generator gen(4);
+  const Tensor big = randn({300, 700}, kFloat32, &gen), small = randn({5, 3}, kFloat64, &gen);
+  const std::vector<Tensor> xs = {big, t(big), small, zeros({0}, kFloat32)};
+  const std::vector<double> got = sum_squares(xs).to_vector<double>();
+  ASSERT_EQ(got.size(), 4u);
+  const double expected_big = sum(to(big, kFloat64) * to(big, kFloat64)).item();
+  EXPECT_NEAR(got[0], expected_big, 1e-12 * expected_big);
+  EXPECT_NEAR(got[1], got[0], 1e-12 * got[0]);  // the same values, read through a transposed view
+  EXPECT_NEAR(got[2], sum(small * small).item(), 1e-12);
+  EXPECT_EQ(got[3], 0.0);
+  EXPECT_LINEA_ERROR(sum_squares({}), "sum_squares", "at least one");
+}
+
 TEST(ClipGradNorm, ScalesDownToMaxNorm) {
   const std::vector<Tensor> params = {param_with_grad({3, 4}, {2}), param_with_grad({0, 12}, {1, 2})};
   const ClipResult r = clip_grad_norm(params, 6.5);
