@@ -173,24 +173,50 @@ struct WhereFn {
   __device__ void operator()(int64_t, const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
 };
 
-// RoPE: one warp per row of x (..., T, dh), its lanes over the pairs (i, i + half) and then over
-// the dims past 2 half, which are copied. Rows are found through their leading-dim strides; a
-// row's bookkeeping is most of a warp's work (a head of 64 is one pair per lane), so it is kept
-// in 32-bit arithmetic (the host checks that rows < 2^31).
+// RoPE: each warp takes kRotaryRowsPerWarp rows of x (..., T, dh), its lanes over the pairs
+// (i, i + half) and then over the dims past 2 half, which are copied. Rows are found through
+// their leading-dim strides, in 32-bit arithmetic (the host checks that rows < 2^30). For heads
+// of up to 64 dims, all rotated (the usual case), every row's loads are issued before any store,
+// so that a warp has several rows in flight instead of one small load at a time.
+constexpr int kRotaryRowsPerWarp = 4;
+
 template <class T>
 __global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int64_t cos_row, int32_t rows,
                               int32_t length, int half, int dh, StridedOffsets<2> row_at, T sign) {
   const int lane = threadIdx.x % 32;
-  const int32_t row = static_cast<int32_t>((blockIdx.x * blockDim.x + threadIdx.x) / 32);
-  if (row < rows) {
+  const auto first =
+      static_cast<int32_t>((static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * kRotaryRowsPerWarp);
+  if (half <= 32 && dh == 2 * half) {
+    T a[kRotaryRowsPerWarp], b[kRotaryRowsPerWarp], c[kRotaryRowsPerWarp], s[kRotaryRowsPerWarp];
+    int64_t out[kRotaryRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRotaryRowsPerWarp; ++r) {
+      const int32_t row = first + r;
+      if (row < rows && lane < half) {
+        int64_t at[2];
+        row_at.at(row, at);
+        const int64_t table = (row % length) * cos_row + lane;
+        a[r] = x[at[0] + lane];
+        b[r] = x[at[0] + lane + half];
+        c[r] = cos[table];
+        s[r] = sign * sin[table];
+        out[r] = at[1] + lane;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRotaryRowsPerWarp; ++r)
+      if (first + r < rows && lane < half) scalar::rotate_pair(a[r], b[r], c[r], s[r], y[out[r]], y[out[r] + half]);
+    return;
+  }
+  for (int32_t row = first; row < first + kRotaryRowsPerWarp && row < rows; ++row) {
     int64_t at[2];
     row_at.at(row, at);
     const T* xr = x + at[0];
     T* yr = y + at[1];
-    const int32_t t = row % length;
-    const T* c = cos + t * cos_row;
-    const T* s = sin + t * cos_row;
-    for (int i = lane; i < half; i += 32) scalar::rotate_pair(xr[i], xr[i + half], c[i], sign * s[i], yr[i], yr[i + half]);
+    const int64_t t = row % length;
+    const T* ct = cos + t * cos_row;
+    const T* st = sin + t * cos_row;
+    for (int i = lane; i < half; i += 32) scalar::rotate_pair(xr[i], xr[i + half], ct[i], sign * st[i], yr[i], yr[i + half]);
     for (int j = 2 * half + lane; j < dh; j += 32) yr[j] = xr[j];
   }
 }
@@ -276,8 +302,8 @@ void CudaBackend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, 
   const Shape x_rows(x.strides().begin(), x.strides().end() - 1), y_rows(y.strides().begin(), y.strides().end() - 1);
   const StridedOffsets<2> row_at = strided_offsets<2>(row_shape, {&x_rows, &y_rows});
   const cudaStream_t stream = use_device(device_);
-  constexpr int kRowsPerBlock = kThreads / 32;
-  LINEA_CHECK(rows < (int64_t{1} << 31) && dh < (int64_t{1} << 31), "rotary", "at most 2^31 rows of x, got ",
+  constexpr int kRowsPerBlock = kThreads / 32 * kRotaryRowsPerWarp;
+  LINEA_CHECK(rows < (int64_t{1} << 30) && dh < (int64_t{1} << 30), "rotary", "at most 2^30 rows of x, got ",
               x.describe());
   const auto blocks = static_cast<unsigned>(ceil_div(rows, kRowsPerBlock));
   dispatch_floating(y.dtype(), "rotary", [&]<class T>() {
