@@ -30,12 +30,6 @@ void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, i
   LINEA_CHECK(window >= 0, op, "window must be >= 0 (0: the full causal prefix), got ", window);
 }
 
-// Outputs in the memory order of an input whose rows (last dim) are contiguous, as the layer's
-// transposed projections are; contiguous otherwise (the kernels write contiguous rows).
-Tensor empty_rows_like(const Tensor& x) {
-  return x.stride(-1) == 1 || x.size(-1) == 1 ? empty_like_order(x) : empty(x.shape(), x.dtype(), x.device());
-}
-
 }  // namespace
 
 // q (B,H,Tq,dh), k/v (B,KV,Tk,dh) -> out (B,H,Tq,dh); lse (B,H,Tq) saved for backward.
@@ -44,7 +38,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   check_attention_inputs(q, k, v, window);
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   LINEA_CHECK(std::isfinite(s), "scaled_dot_product_attention", "scale must be finite, got ", s);
-  Tensor out = empty_rows_like(q);  // in q's memory order: the layer's transpose back is a view
+  Tensor out = empty_like_order(q);  // in q's memory order: the layer's transpose back is a view
   Tensor lse = empty({q.size(0), q.size(1), q.size(2)}, q.dtype(), q.device());
   if (q.numel() > 0) backend_for(q).attention(q, k, v, s, window, out, lse);
   // forward was p = softmax_s(scale q.k_s) over the visible keys, out = sum_s p_s v_s; backward
@@ -53,7 +47,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                 [qs = SavedTensor(q), ks = SavedTensor(k), vs = SavedTensor(v), os = SavedTensor(out),
                  ls = SavedTensor(lse), s, window](const Tensor& gout) -> Grads {
                   const Tensor q = qs.get(), k = ks.get(), v = vs.get();
-                  Tensor gq = empty_rows_like(q), gk = empty_rows_like(k), gv = empty_rows_like(v);
+                  Tensor gq = empty_like_order(q), gk = empty_like_order(k), gv = empty_like_order(v);
                   if (q.numel() > 0) {
                     backend_for(q).attention_backward(q, k, v, os.get(), ls.get(), gout, s, window, gq, gk, gv);
                   } else {  // no query: nothing reads k or v

@@ -57,6 +57,8 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* 
 Tensor scalar_like(double value, const Tensor& x) { return full({}, value, {x.dtype(), x.device()}); }
 
 Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device) {
+  const bool rows_contiguous = shape.empty() || shape.back() == 1 || strides.back() == 1;
+  if (!rows_contiguous) return empty(shape, dtype, device);
   std::vector<int64_t> order(shape.size());
   for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
@@ -74,6 +76,5 @@ Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, 
   }
   return views::permute(empty(permuted, dtype, device), inverse);
 }
-
 
 }  // namespace linea::ops_detail

@@ -18,7 +18,6 @@ Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, bool invers
   if (x.numel() > 0) {
     // The kernels read rows with a contiguous last dim.
     const Tensor rows = x.stride(-1) == 1 || x.size(-1) == 1 ? x : contiguous(detach(x));
-    if (y.stride(-1) != 1 && y.size(-1) != 1) y = empty(x.shape(), x.dtype(), x.device());
     backend_for(x).rotary(rows, cos, sin, inverse, y);
   }
   // The rotation is orthogonal: its adjoint is the inverse rotation. The gradient takes x's memory

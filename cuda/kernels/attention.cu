@@ -453,6 +453,9 @@ Tensor rows_readable(const Tensor& t) {
 
 HeadStrides head_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
+// float32 while TF32 is on runs the tensor-core kernels, when the build has them.
+bool on_tensor_cores(DType dtype) { return dtype == kFloat32 && tf32_enabled() && tf32_attention_available(); }
+
 AttentionShape shape_of(const Tensor& q, const Tensor& k, int64_t window) {
   return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), window};
 }
@@ -466,7 +469,7 @@ void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_
   const cudaStream_t stream = use_device(device_);
   const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
   const AttentionShape s = shape_of(q, k, window);
-  if (q.dtype() == kFloat32 && tf32_enabled() && tf32_attention_available()) {
+  if (on_tensor_cores(q.dtype())) {
     attention_forward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), head_strides(q), head_strides(k),
                             head_strides(v), out.data<float>(), lse.data<float>(), head_strides(out)},
                            s, static_cast<float>(scale), stream);
@@ -503,7 +506,7 @@ void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const T
         dout.data<T>(), head_strides(dout), out.data<T>(), head_strides(out), delta.as<T>(), s);
     LINEA_CUDA_LAUNCH_CHECK("attention_backward", "dout . out of ", dout.describe());
     if constexpr (std::is_same_v<T, float>)
-      if (tf32_enabled() && tf32_attention_available()) {
+      if (on_tensor_cores(q.dtype())) {
         attention_backward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(),
                                  lse.data<float>(), delta.as<float>(), head_strides(q), head_strides(k),
                                  head_strides(v), head_strides(dout), dq.data<float>(), dk.data<float>(),

@@ -93,6 +93,25 @@ __device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t 
   }
 }
 
+// The rows of head h of batch b of a (B, heads, T, dh) tensor, as load_tile loads them.
+template <int kRows, int D>
+__device__ __forceinline__ void load_head_tile(float* dst, const float* x, const HeadStrides& xs, int64_t b, int64_t h,
+                                               int64_t row0, int64_t n_rows, int64_t dh) {
+  load_tile<kRows, D>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
+}
+
+// A thread's place in the fragments (lane = 4 g + t) and its two rows of the block's tile: row
+// and row + 8, in its warp's 16.
+struct Lane {
+  int warp, g, t, row;
+};
+__device__ __forceinline__ Lane this_lane() {
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  return {warp, g, static_cast<int>(threadIdx.x % 4), 16 * warp + g};
+}
+// The column of a score tile that accumulator element e of column block n holds.
+__device__ __forceinline__ int score_col(int n, int e, int t) { return 8 * n + 2 * t + e % 2; }
+
 // The A operand of k-step kk: rows row, row + 8 and columns 8 kk + t, + 4 of a shared tile.
 template <int D>
 __device__ __forceinline__ void load_a(float (&a)[4], const float* tile, int row, int kk, int t) {
@@ -184,18 +203,15 @@ __global__ void __launch_bounds__(kThreads)
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const int row = 16 * warp + g;  // this thread's rows: row and row + 8 of the tile
-  const float* kb = a.k + tile.b * a.ks.b + kvh * a.ks.h;
-  const float* vb = a.v + tile.b * a.vs.b + kvh * a.vs.h;
-  load_tile<kRows, D>(sQ, a.q + tile.b * a.qs.b + tile.h * a.qs.h, a.qs.t, tile.q0, s.tq, s.dh);
+  const auto [warp, g, t, row] = this_lane();
+  load_head_tile<kRows, D>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
 
   float o[N][4] = {}, m[2] = {-kInf, -kInf}, l[2] = {0.f, 0.f};
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
     __syncthreads();  // the previous tile's readers are done with sK, sV
-    load_tile<kCols, D>(sK, kb, a.ks.t, k0, s.tk, s.dh);
-    load_tile<kCols, D>(sV, vb, a.vs.t, k0, s.tk, s.dh);
+    load_head_tile<kCols, D>(sK, a.k, a.ks, tile.b, kvh, k0, s.tk, s.dh);
+    load_head_tile<kCols, D>(sV, a.v, a.vs, tile.b, kvh, k0, s.tk, s.dh);
     __syncthreads();
 
     float sc[8][4];
@@ -207,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int half = e / 2;
-        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + 8 * n + 2 * t + e % 2, s);
+        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + score_col(n, e, t), s);
         sc[n][e] = seen ? sc[n][e] * scale_log2 : -kInf;  // scores in log2 units
         tile_max[half] = fmaxf(tile_max[half], sc[n][e]);
       }
@@ -265,10 +281,9 @@ __global__ void __launch_bounds__(kThreads)
   float* sDelta = sLse + kCols;
 
   const KeyTile kt = key_tile<kRows>(s);
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const int row = 16 * warp + g;
-  load_tile<kRows, D>(sK, a.k + kt.b * a.ks.b + kt.kvh * a.ks.h, a.ks.t, kt.k0, s.tk, s.dh);
-  load_tile<kRows, D>(sV, a.v + kt.b * a.vs.b + kt.kvh * a.vs.h, a.vs.t, kt.k0, s.tk, s.dh);
+  const auto [warp, g, t, row] = this_lane();
+  load_head_tile<kRows, D>(sK, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kRows, D>(sV, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
 
   float dk[N][4] = {}, dv[N][4] = {};
   const RowSpan rows = row_span<kRows>(kt.k0, s);
@@ -277,8 +292,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t bh = kt.b * s.heads + h;
     for (int64_t q0 = (rows.first / kCols) * kCols; q0 <= rows.last; q0 += kCols) {
       __syncthreads();  // the previous tile's readers are done
-      load_tile<kCols, D>(sQ, a.q + kt.b * a.qs.b + h * a.qs.h, a.qs.t, q0, s.tq, s.dh);
-      load_tile<kCols, D>(sdO, a.dout + kt.b * a.dos.b + h * a.dos.h, a.dos.t, q0, s.tq, s.dh);
+      load_head_tile<kCols, D>(sQ, a.q, a.qs, kt.b, h, q0, s.tq, s.dh);
+      load_head_tile<kCols, D>(sdO, a.dout, a.dos, kt.b, h, q0, s.tq, s.dh);
       for (int e = threadIdx.x; e < kCols; e += kThreads) {
         const bool in = q0 + e < s.tq;
         sLse[e] = in ? a.lse[bh * s.tq + q0 + e] * kLog2e : 0.f;
@@ -294,7 +309,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int n = 0; n < 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int col = 8 * n + 2 * t + e % 2;
+          const int col = score_col(n, e, t);
           const bool seen = full || visible(q0 + col, kt.k0 + row + 8 * (e / 2), s);
           p[n][e] = seen ? exp2f(p[n][e] * scale_log2 - sLse[col]) : 0.f;
         }
@@ -305,7 +320,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - sDelta[8 * n + 2 * t + e % 2]);
+        for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - sDelta[score_col(n, e, t)]);
       accumulate_product<D>(dk, ds, sQ, g, t);
     }
   }
@@ -328,12 +343,9 @@ __global__ void __launch_bounds__(kThreads)
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads), bh = tile.b * s.heads + tile.h;
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const int row = 16 * warp + g;
-  const float* kb = a.k + tile.b * a.ks.b + kvh * a.ks.h;
-  const float* vb = a.v + tile.b * a.vs.b + kvh * a.vs.h;
-  load_tile<kRows, D>(sQ, a.q + tile.b * a.qs.b + tile.h * a.qs.h, a.qs.t, tile.q0, s.tq, s.dh);
-  load_tile<kRows, D>(sdO, a.dout + tile.b * a.dos.b + tile.h * a.dos.h, a.dos.t, tile.q0, s.tq, s.dh);
+  const auto [warp, g, t, row] = this_lane();
+  load_head_tile<kRows, D>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  load_head_tile<kRows, D>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
   float lse[2], delta[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -346,8 +358,8 @@ __global__ void __launch_bounds__(kThreads)
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
     __syncthreads();
-    load_tile<kCols, D>(sK, kb, a.ks.t, k0, s.tk, s.dh);
-    load_tile<kCols, D>(sV, vb, a.vs.t, k0, s.tk, s.dh);
+    load_head_tile<kCols, D>(sK, a.k, a.ks, tile.b, kvh, k0, s.tk, s.dh);
+    load_head_tile<kCols, D>(sV, a.v, a.vs, tile.b, kvh, k0, s.tk, s.dh);
     __syncthreads();
 
     float p[8][4], ds[8][4];
@@ -359,7 +371,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int half = e / 2;
-        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + 8 * n + 2 * t + e % 2, s);
+        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + score_col(n, e, t), s);
         const float pe = seen ? exp2f(p[n][e] * scale_log2 - lse[half]) : 0.f;
         ds[n][e] = pe * (ds[n][e] - delta[half]);
       }

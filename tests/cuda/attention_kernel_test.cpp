@@ -52,6 +52,16 @@ std::vector<Tensor> draw(const Case& c, DType dtype, uint64_t seed) {
           random_normal({c.batch, c.kv_heads, c.tk, c.dh}, dtype, seed + 2)};
 }
 
+// The inputs of draw() as GPU leaves that require grad.
+std::vector<Tensor> gpu_leaves(const std::vector<Tensor>& cpu) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& e : cpu) {
+    Tensor g = on_gpu(e);
+    leaves.push_back(g.requires_grad_(true));
+  }
+  return leaves;
+}
+
 DeviceFn attention_with(int64_t window) {
   return [window](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2], window); };
 }
@@ -119,11 +129,7 @@ TEST(CudaAttention, LongSequencesMatchCpuOnTheLastRows) {
       const Tf32Setting mode(p.tf32);
       const Case c{1, 4, 2, t, t, 64, window};
       const std::vector<Tensor> x = draw(c, kFloat32, 8);
-      std::vector<Tensor> gx;
-      for (const Tensor& e : x) {
-        Tensor g = on_gpu(e);
-        gx.push_back(g.requires_grad_(true));
-      }
+      const std::vector<Tensor> gx = gpu_leaves(x);
       const Tensor out = scaled_dot_product_attention(gx[0], gx[1], gx[2], window);
       Tensor u_tail = random_normal({1, 4, rows, 64}, kFloat32, 9);
       const Tensor u = cat({zeros({1, 4, t - rows, 64}), u_tail}, 2);
@@ -188,11 +194,7 @@ TEST(CudaAttention, MatchesCompositeOnGpu) {
 TEST(CudaAttention, BackwardIsDeterministic) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Case c{2, 8, 2, 300, 300, 64, 0};
-  std::vector<Tensor> x;
-  for (const Tensor& e : draw(c, kFloat32, 12)) {
-    Tensor g = on_gpu(e);
-    x.push_back(g.requires_grad_(true));
-  }
+  const std::vector<Tensor> x = gpu_leaves(draw(c, kFloat32, 12));
   const Tensor u = on_gpu(random_normal({2, 8, 300, 64}, kFloat32, 13));
   for (bool tf32 : {false, true}) {
     const Tf32Setting mode(tf32);
@@ -207,11 +209,7 @@ TEST(CudaAttention, BackwardIsDeterministic) {
 TEST(CudaAttention, Tf32DiffersFromExactByRoundingOnly) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Case c{2, 4, 2, 333, 333, 64, 0};
-  std::vector<Tensor> x;
-  for (const Tensor& e : draw(c, kFloat32, 15)) {
-    Tensor g = on_gpu(e);
-    x.push_back(g.requires_grad_(true));
-  }
+  const std::vector<Tensor> x = gpu_leaves(draw(c, kFloat32, 15));
   const Tensor u = on_gpu(random_normal({2, 4, 333, 64}, kFloat32, 16));
   std::vector<std::vector<Tensor>> results;
   for (bool tf32 : {false, true}) {
