@@ -22,6 +22,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "tensor/backend.h"  // ScanAlgorithm
 #include "tensor/creation.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
@@ -181,17 +182,20 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 // q, k (B, H, T, dk); v (B, H, T, dv); log decays gk (B, H, T, dk) or (B, H, T, 1) (one per
 // step) or undefined (none), gv likewise over dv; initial_state (B, H, dv, dk). -> o (B, H, T, dv).
 // Equal to nn::linear::chunked_scan and recurrent_scan (the composite forms it is tested against),
-// differentiable in every input; its backward is one fused kernel that recomputes the states (not
-// differentiable again).
+// differentiable in every input; its backward is fused kernels that recompute the states (not
+// differentiable again). `algorithm` picks the backend's kernels (tensor/backend.h: the chunked
+// tensor-core ones on CUDA, or the sequential ones); the CPU has one. o is laid out in memory
+// like v, each gradient like its input.
 Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                         const Tensor& initial_state = Tensor());
+                         const Tensor& initial_state = Tensor(), ScanAlgorithm algorithm = ScanAlgorithm::Chunked);
 // The same, also returning S_T (B, H, dv, dk), e.g. to go on decoding after a prompt. Both
 // outputs are differentiable (views of one recorded result).
 struct ScanResult {
   Tensor out, final_state;
 };
 ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
-                                        const Tensor& gv, const Tensor& initial_state = Tensor());
+                                        const Tensor& gv, const Tensor& initial_state = Tensor(),
+                                        ScanAlgorithm algorithm = ScanAlgorithm::Chunked);
 
 // ---- indexing ----
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D Int64

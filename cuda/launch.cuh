@@ -8,6 +8,7 @@
 //   LINEA_CUDA_LAUNCH_CHECK("my_op", "n=", n);
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/stream.h"
@@ -113,6 +114,19 @@ StridedOffsets<N> strided_offsets(const Shape& shape, const std::array<const Sha
     for (int k = 0; k < N; ++k) s.strides[d][k] = d < s.ndim ? runs.strides[k][d] : 0;
   }
   return s;
+}
+
+// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in) and launches
+// it on `grid` blocks of `threads`; a failed launch is an Error naming op and the configuration.
+template <class... KernelArgs, class... Args>
+void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, int threads, size_t bytes, cudaStream_t stream,
+                   const char* op, Args&&... args) {
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+                   op, bytes, " bytes of shared memory");
+  kernel<<<grid, threads, bytes, stream>>>(std::forward<Args>(args)...);
+  LINEA_CUDA_LAUNCH_CHECK(op, grid.x, " x ", grid.y, " blocks of ", threads, " threads, ", bytes,
+                          " bytes of shared memory");
 }
 
 // Warp-level reductions (all 32 lanes take part; every lane gets the result). Sums in the

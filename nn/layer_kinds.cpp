@@ -12,6 +12,13 @@ namespace linea::nn {
 
 namespace {
 
+// The option "scan" (chunked, sequential, composite); "fused_scan": false, from configs written
+// before the choice had three values, means composite.
+linear::ScanKernel scan_kernel_option(LayerOptions& o, linear::ScanKernel kernel) {
+  if (!o.get<bool>("fused_scan", true)) kernel = linear::ScanKernel::Composite;
+  return linear::parse_scan_kernel(o.get<std::string>("scan", linear::scan_kernel_name(kernel)));
+}
+
 std::shared_ptr<SequenceMixer> make_softmax(const ModelConfig& config, Generator& gen) {
   LayerOptions o(config.options_for('S'), 'S');
   SoftmaxAttentionConfig c;
@@ -48,7 +55,7 @@ std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> li
     c.scale = linear::parse_query_scale(o.get<std::string>("scale", linear::query_scale_name(c.scale)));
     c.key_max = linear::parse_key_max(o.get<std::string>("key_max", linear::key_max_name(c.key_max)));
     c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
-    c.scan.fused = o.get<bool>("fused_scan", c.scan.fused);
+    c.scan.kernel = scan_kernel_option(o, c.scan.kernel);
     o.finish();
     return std::make_shared<linear::LinearAttention>(c, gen);
   };
@@ -78,7 +85,7 @@ std::shared_ptr<SequenceMixer> make_griffin(const ModelConfig& config, Generator
   c.lru.a_min = o.get<double>("a_min", c.lru.a_min);
   c.lru.a_max = o.get<double>("a_max", c.lru.a_max);
   c.lru.scan.chunk_size = o.get<int64_t>("chunk_size", c.lru.scan.chunk_size);
-  c.lru.scan.fused = o.get<bool>("fused_scan", c.lru.scan.fused);
+  c.lru.scan.kernel = scan_kernel_option(o, c.lru.scan.kernel);
   o.finish();
   return std::make_shared<GriffinBlock>(c, gen);
 }
@@ -93,7 +100,7 @@ std::shared_ptr<SequenceMixer> make_wqkv(const ModelConfig& config, Generator& g
   c.slots = o.get<int64_t>("slots", c.slots);
   c.scale = parse_wqkv_scale(o.get<std::string>("scale", wqkv_scale_name(c.scale)));
   c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
-  c.scan.fused = o.get<bool>("fused_scan", c.scan.fused);
+  c.scan.kernel = scan_kernel_option(o, c.scan.kernel);
   o.finish();
   return std::make_shared<WqkvPooling>(c, gen);
 }

@@ -40,6 +40,15 @@ inline bool is_comparison(BinaryOp op) {
 
 enum class ReduceOp { Sum, Max, Min, ArgMax, ArgMin };
 
+// How a backend computes the gated scan (gated_scan below). Both give the same result up to
+// rounding; they differ in how the work is ordered:
+//   Chunked     time in chunks: matrix products within a chunk and a short sequential pass over
+//               chunks (cuda/kernels/chunked_scan.cu, on the tensor cores for float32 with TF32);
+//   Sequential  one step at a time with the state in fast memory (the CPU kernel, and
+//               cuda/kernels/gated_scan.cu).
+// The CPU has the sequential kernel only and runs it for either.
+enum class ScanAlgorithm { Chunked, Sequential };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -140,10 +149,12 @@ class Backend {
   //   S_0 = initial_state,  S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T,  o_t = S_t q_t   (t = 1..T).
   // q, k (B, H, T, dk); v (B, H, T, dv); the log decays gk (B, H, T, dk) or (B, H, T, 1) (one per
   // step) or undefined (none), gv likewise over dv; initial_state (B, H, dv, dk) or undefined
-  // (zeros). out (B, H, T, dv); final_state (B, H, dv, dk) receives S_T, or is undefined (not
-  // wanted). The caller passes T, dk, dv, B * H >= 1 (autograd/ops/scan.cpp handles empty shapes).
+  // (zeros). out (B, H, T, dv) with a contiguous last dim (any other strides); final_state
+  // (B, H, dv, dk), contiguous, receives S_T, or is undefined (not wanted). The caller passes T, dk,
+  // dv, B * H >= 1 (autograd/ops/scan.cpp handles empty shapes).
   virtual void gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                          const Tensor& initial_state, const Tensor& out, const Tensor& final_state) const = 0;
+                          const Tensor& initial_state, const Tensor& out, const Tensor& final_state,
+                          ScanAlgorithm algorithm) const = 0;
   // forward was S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T, o_t = S_t q_t, so with G_t = dL/dS_t, which
   // gathers everything that reaches S_t from the future,
   //   G_T = dfinal_state + do_T q_T^T,   G_t = do_t q_t^T + Dv_{t+1} G_{t+1} Dk_{t+1},
@@ -152,12 +163,13 @@ class Backend {
   //   dgv_t[i] = sum_j G_t[i,j] P_t[i,j],   dgk_t[j] = sum_i G_t[i,j] P_t[i,j]
   // (a scalar decay sums both: sum_ij G_t P_t). The states are recomputed from the inputs (chunk
   // checkpoints, then each chunk's states again): nothing from the forward is saved. dfinal_state
-  // undefined means zero; dq .. dinitial_state have their inputs' shapes, and are undefined where
-  // not wanted (then not written).
+  // undefined means zero; dq .. dinitial_state have their inputs' shapes (dq .. dgv a contiguous
+  // last dim, dinitial_state contiguous), and are undefined where not wanted (then not written).
   virtual void gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                                    const Tensor& gv, const Tensor& initial_state, const Tensor& dout,
                                    const Tensor& dfinal_state, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                                   const Tensor& dgk, const Tensor& dgv, const Tensor& dinitial_state) const = 0;
+                                   const Tensor& dgk, const Tensor& dgv, const Tensor& dinitial_state,
+                                   ScanAlgorithm algorithm) const = 0;
 
   // out (float64, one per tensor) gets each tensor's sum of squares, accumulated in double in an
   // order fixed by the sizes (deterministic), reading every tensor once: the global gradient norm

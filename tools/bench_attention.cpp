@@ -27,11 +27,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   if (!flags.parse(args)) return 0;
   const Device device = Device::parse(device_name);
   bench::JsonLinesOut out(out_path);
-  size_t start = 0;
-  while (start <= lengths.size()) {
-    const size_t end = std::min(lengths.find(',', start), lengths.size());
-    const int64_t t = std::stoll(lengths.substr(start, end - start));
-    start = end + 1;
+  for (const int64_t t : bench::positive_list(flags, "lengths", lengths)) {
     Generator gen(0);
     Tensor q = randn({batch, heads, t, head_dim}, {kFloat32, device}, &gen).requires_grad_();
     Tensor k = randn({batch, heads, t, head_dim}, {kFloat32, device}, &gen).requires_grad_();

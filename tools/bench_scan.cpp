@@ -1,13 +1,18 @@
-// `linea bench scan`: the fused gated linear scan (autograd/ops.h: gated_linear_scan) against the
-// composite chunked scan it replaces (nn/linear/scan.h: chunked_scan), in the same run, the two
-// timed alternately call by call so that load from other processes falls on both alike:
-//   op    forward + backward of the scan alone at one layer's shape, with ReGLA's decays (per
-//         channel on the value dim, plus the running key max's scalar one);
-//   step  one training step (forward, loss, backward) of a language model whose linear layers
-//         run one scan or the other (the layer option fused_scan), everything else equal.
-// Each line has the medians of wall time and of this process's CPU time (on a shared machine the
-// wall time alone says little) and the ratio composite / fused. With --device cuda the same runs
-// on the GPU (each call ends with a synchronization; the CPU time is then the host's).
+// `linea bench scan`: the gated linear scan (autograd/ops.h: gated_linear_scan) in three
+// measurements, each printed as JSON lines:
+//   kernel  the fused op alone at the anchor's kernel shape (../shared/bench/torch_bench.py's
+//           bench_kernel, which times flash-linear-attention's chunk_gla; tools/gpu/anchor.py runs
+//           it in the same session): B=8, H=8, d=64, T = --lengths, forward and forward + backward,
+//           for the GLA gate (a log decay per key channel) and ReGLA's (per value channel, with the
+//           running key max's one per step), for each --algorithms; median times and peak memory.
+//   op      forward + backward of the fused op against the composite chunked scan it replaces
+//           (nn/linear/scan.h: chunked_scan) at one layer's shape, with ReGLA's decays;
+//   step    one training step of a language model whose linear layers run one or the other (the
+//           layer option scan), everything else equal.
+// op and step time the two contenders alternately, call by call, so that load from other
+// processes falls on both alike; each line has the medians of wall time and of this process's CPU
+// time (on a shared machine the wall time alone says little) and the ratio composite / fused. On
+// CUDA each call ends with a synchronization (the CPU time is then the host's).
 #include <cblas.h>
 #include <time.h>
 
@@ -41,6 +46,9 @@ struct Config {
   int64_t batch = 16, tokens = 128, d_model = 128, heads = 4, vocab = 112;
   std::string pattern = "RRRR";
   std::string device = "cpu";
+  std::string what;  // default: kernel,op,step on CUDA, op,step on the CPU
+  std::string lengths = "1024,4096,16384";
+  std::string algorithms = "chunked,sequential";
 };
 
 double cpu_ms() {
@@ -58,23 +66,24 @@ double median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// Waits for the device's queued work (a GPU call returns once its kernels are queued).
+void finish(Device device) {
+  if (device.is_cuda()) cuda::synchronize(device.index);
+}
+
 // Median wall and CPU milliseconds of two contenders, timed alternately after one warmup each.
 struct Timing {
   double wall_a, cpu_a, wall_b, cpu_b;
 };
 Timing time_pair(int repeats, Device device, const std::function<void()>& a, const std::function<void()>& b) {
-  // A GPU call returns when its kernels are queued: wait for them inside the timed span.
-  auto finish = [device] {
-    if (device.is_cuda()) cuda::synchronize(device.index);
-  };
   a();
   b();
-  finish();
+  finish(device);
   std::vector<double> wa, ca, wb, cb;
   auto time_one = [&](const std::function<void()>& f, std::vector<double>& wall, std::vector<double>& cpu) {
     const double w0 = wall_ms(), c0 = cpu_ms();
     f();
-    finish();
+    finish(device);
     cpu.push_back(cpu_ms() - c0);
     wall.push_back(wall_ms() - w0);
   };
@@ -97,6 +106,60 @@ JsonLine timing_line(const char* what, const Config& cfg, const Timing& t) {
       .add("composite_cpu_ms", t.cpu_b)
       .add("ratio", t.wall_b / t.wall_a)
       .add("cpu_ratio", t.cpu_b / t.cpu_a);
+}
+
+nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const std::string& name) {
+  if (name == "chunked") return nn::linear::ScanKernel::Chunked;
+  if (name == "sequential") return nn::linear::ScanKernel::Sequential;
+  flags.fail("--algorithms takes chunked and sequential, got '" + name + "'");
+}
+
+// The anchor's kernel shape (see the file's header). The inputs follow torch_bench.py's draws: q, k
+// uniform in [0, 1), v normal, log decays logsigmoid(normal + 3); ReGLA's one per step, the running
+// key max's, is small (it only moves when a new maximum appears).
+void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
+  const Device device = Device::parse(cfg.device);
+  constexpr int64_t B = 8, H = 8, d = 64;
+  for (const int64_t T : bench::positive_list(flags, "lengths", cfg.lengths))
+    for (const char* gate : {"gla", "regla"})
+      for (const std::string& name : bench::split_list(cfg.algorithms)) {
+        const nn::linear::ScanKernel kernel = parse_kernel_flag(flags, name);
+        Generator gen(1);
+        // (B, T, H, d), as the layers' projections, seen as (B, H, T, d).
+        auto heads_first = [&](const Tensor& x) { return transpose(to(x, device), 1, 2).requires_grad_(); };
+        const Tensor q = heads_first(rand({B, T, H, d}, kFloat32, &gen)), k = heads_first(rand({B, T, H, d}, kFloat32, &gen));
+        const Tensor v = heads_first(randn({B, T, H, d}, kFloat32, &gen));
+        const Tensor decay = heads_first(logsigmoid(randn({B, T, H, d}, kFloat32, &gen) + 3.0));
+        const bool regla = std::string(gate) == "regla";
+        const Tensor gk = regla ? heads_first(uniform({B, T, H, 1}, -0.05, 0.0, kFloat32, &gen)) : decay;
+        const Tensor gv = regla ? decay : Tensor();
+        const Tensor dout = to(randn({B, H, T, d}, kFloat32, &gen), device);
+        std::vector<Tensor> inputs = {q, k, v, gk};
+        if (gv.defined()) inputs.push_back(gv);
+        nn::linear::ScanOptions options;
+        options.kernel = kernel;
+        auto forward_backward = [&] {
+          grad(nn::linear::scan(q, k, v, gk, gv, Tensor(), nullptr, options), inputs, dout);
+          finish(device);
+        };
+        auto forward = [&] {
+          NoGradGuard no_grad;
+          nn::linear::scan(q, k, v, gk, gv, Tensor(), nullptr, options);
+          finish(device);
+        };
+        JsonLine line;
+        line.add("bench", "scan_kernel").add("device", device.str()).add("gate", gate).add("algorithm", name);
+        line.add("B", B).add("H", H).add("T", T).add("D", d).add("dtype", "float32");
+        line.add("fwd_bwd_ms", bench::median_ms(cfg.repeats, forward_backward, 2));
+        line.add("fwd_ms", bench::median_ms(cfg.repeats, forward, 2));
+        if (device.is_cuda()) {
+          const int64_t before = cuda::memory_stats(device.index).in_use;
+          cuda::reset_peak(device.index);
+          forward_backward();
+          line.add("peak_mib", static_cast<double>(cuda::memory_stats(device.index).peak - before) / (1 << 20));
+        }
+        out.write(line);
+      }
 }
 
 // The scan alone at the shape of one of the model's layers (dk = dv = head dim; ReGLA's sum
@@ -136,16 +199,16 @@ void bench_step(const Config& cfg, JsonLinesOut& out) {
   mc.d_model = cfg.d_model;
   mc.heads = cfg.heads;
   mc.pattern = cfg.pattern;
-  auto model_with = [&](bool fused) {
+  auto model_with = [&](const char* scan) {
     nn::ModelConfig c = mc;
     for (const char letter : std::string("LHAFGRUW"))
-      if (c.pattern.find(letter) != std::string::npos) c.layers[std::string(1, letter)]["fused_scan"] = fused;
+      if (c.pattern.find(letter) != std::string::npos) c.layers[std::string(1, letter)]["scan"] = scan;
     Generator gen(7);
     auto model = std::make_shared<nn::LanguageModel>(c, gen);
     model->to(device);
     return model;
   };
-  const auto fused = model_with(true), composite = model_with(false);
+  const auto fused = model_with("chunked"), composite = model_with("composite");
   Generator gen(8);
   const Tensor ids = randint(0, cfg.vocab, {cfg.batch, cfg.tokens}, device, &gen);
   const Tensor targets = randint(0, cfg.vocab, {cfg.batch, cfg.tokens}, device, &gen);
@@ -170,31 +233,44 @@ void bench_step(const Config& cfg, JsonLinesOut& out) {
 int run(const std::string& program, std::span<const std::string> args) {
   Config cfg;
   Flags flags(program,
-              "Times the fused gated scan against the composite chunked scan in the same run, alternating\n"
-              "call by call, and prints one JSON object per measurement (medians over --repeats of wall\n"
-              "and process CPU time; ratio = composite / fused):\n"
-              "  scan_op     forward + backward of the scan alone at one layer's shape (float32);\n"
-              "  train_step  forward + backward of a language model of --pattern whose linear layers\n"
-              "              use one scan or the other (their option fused_scan).");
+              "Times the gated linear scan and prints one JSON object per measurement (--what):\n"
+              "  kernel      the fused op alone at the PyTorch anchor's kernel shape (B=8, H=8, d=64, T =\n"
+              "              --lengths), forward and forward + backward, GLA's and ReGLA's gates, each of\n"
+              "              --algorithms, with peak memory (default on CUDA);\n"
+              "  op          forward + backward of the fused op against the composite chunked scan at one\n"
+              "              layer's shape (float32);\n"
+              "  step        forward + backward of a language model of --pattern whose linear layers use one\n"
+              "              or the other (their option scan).\n"
+              "op and step alternate the two call by call and report medians of wall and process CPU time\n"
+              "(ratio = composite / fused).");
   add_timing_flags(flags, &cfg.repeats, &cfg.threads, &cfg.out);
-  flags.add("batch", &cfg.batch, "sequences per step");
-  flags.add("tokens", &cfg.tokens, "tokens per sequence");
-  flags.add("d-model", &cfg.d_model, "model width");
-  flags.add("heads", &cfg.heads, "heads per layer (head dim = d-model / heads)");
-  flags.add("vocab", &cfg.vocab, "vocabulary size");
-  flags.add("pattern", &cfg.pattern, "layer letters of the model (nn/model.h)");
+  flags.add("what", &cfg.what, "comma-separated: kernel, op, step (default: all on CUDA, op,step on the CPU)");
+  flags.add("lengths", &cfg.lengths, "kernel: comma-separated sequence lengths");
+  flags.add("algorithms", &cfg.algorithms, "kernel: comma-separated: chunked, sequential");
+  flags.add("batch", &cfg.batch, "op, step: sequences per step");
+  flags.add("tokens", &cfg.tokens, "op, step: tokens per sequence");
+  flags.add("d-model", &cfg.d_model, "op, step: model width");
+  flags.add("heads", &cfg.heads, "op, step: heads per layer (head dim = d-model / heads)");
+  flags.add("vocab", &cfg.vocab, "step: vocabulary size");
+  flags.add("pattern", &cfg.pattern, "step: layer letters of the model (nn/model.h)");
   flags.add("device", &cfg.device, "cpu or cuda[:index]");
   if (!flags.parse(args)) return 0;
   check_timing_flags(flags, cfg.repeats, cfg.threads);
   if (cfg.batch < 1 || cfg.tokens < 1 || cfg.vocab < 1) flags.fail("--batch, --tokens and --vocab must be positive");
   if (cfg.heads < 1 || cfg.d_model % cfg.heads != 0) flags.fail("--heads must divide --d-model");
+  const Device device = Device::parse(cfg.device);
+  if (cfg.what.empty()) cfg.what = device.is_cuda() ? "kernel,op,step" : "op,step";
 
   JsonLinesOut out(cfg.out);
   const int previous_threads = cpu::num_threads();
   openblas_set_num_threads(cfg.threads);
   cpu::set_num_threads(cfg.threads);
-  bench_op(cfg, out);
-  bench_step(cfg, out);
+  for (const std::string& what : bench::split_list(cfg.what)) {
+    if (what == "kernel") bench_kernel(cfg, flags, out);
+    else if (what == "op") bench_op(cfg, out);
+    else if (what == "step") bench_step(cfg, out);
+    else flags.fail("--what takes kernel, op and step, got '" + what + "'");
+  }
   cpu::set_num_threads(previous_threads);
   return 0;
 }
@@ -202,7 +278,7 @@ int run(const std::string& program, std::span<const std::string> args) {
 }  // namespace
 
 Command bench_scan_target() {
-  return {"scan", "the fused gated scan vs the composite chunked scan: the op, and a training step", run};
+  return {"scan", "the gated scan: the fused op alone at the anchor's shape, and against the composite scan", run};
 }
 
 }  // namespace linea::cli

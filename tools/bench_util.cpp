@@ -110,4 +110,32 @@ void check_timing_flags(const Flags& flags, int repeats, int threads) {
   if (threads < 1) flags.fail("--threads must be at least 1");
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    items.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
+}
+
+std::vector<int64_t> positive_list(const Flags& flags, const std::string& flag, const std::string& text) {
+  std::vector<int64_t> values;
+  for (const std::string& item : split_list(text)) {
+    size_t used = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || value < 1)
+      flags.fail("--" + flag + " takes positive whole numbers separated by commas, got '" + text + "'");
+    values.push_back(value);
+  }
+  return values;
+}
+
 }  // namespace linea::cli::bench

@@ -26,6 +26,11 @@ double median_ms(int repeats, const std::function<void()>& fn, int warmup = 1);
 std::pair<double, double> median_ms_pair(int repeats, const std::function<void()>& a, const std::function<void()>& b,
                                          int warmup = 1);
 
+// "1024,4096,16384" -> {1024, 4096, 16384}; a bad or non-positive entry fails the flag by name.
+std::vector<int64_t> positive_list(const Flags& flags, const std::string& flag, const std::string& text);
+// "a,b,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_list(const std::string& text);
+
 // One JSON object on one line; keys keep the order they were added in.
 class JsonLine {
  public:

@@ -56,16 +56,16 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* 
 
 Tensor scalar_like(double value, const Tensor& x) { return full({}, value, {x.dtype(), x.device()}); }
 
-Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device) {
+Tensor in_order_of(const Tensor& flat, const Shape& shape, const Shape& strides) {
   const bool rows_contiguous = shape.empty() || shape.back() == 1 || strides.back() == 1;
-  if (!rows_contiguous) return empty(shape, dtype, device);
+  if (!rows_contiguous) return reshape(flat, shape);
   std::vector<int64_t> order(shape.size());
   for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
   int64_t expected = 1;
   for (size_t i = order.size(); i-- > 0;) {
     const int64_t d = order[i];
-    if (shape[d] != 1 && strides[d] != expected) return empty(shape, dtype, device);
+    if (shape[d] != 1 && strides[d] != expected) return reshape(flat, shape);
     expected *= shape[d];
   }
   Shape permuted(shape.size());
@@ -74,7 +74,11 @@ Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, 
     permuted[i] = shape[order[i]];
     inverse[order[i]] = static_cast<int64_t>(i);
   }
-  return views::permute(empty(permuted, dtype, device), inverse);
+  return permute(reshape(flat, permuted), inverse);
+}
+
+Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device) {
+  return in_order_of(empty({numel_of(shape)}, dtype, device), shape, strides);
 }
 
 }  // namespace linea::ops_detail

@@ -41,6 +41,9 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* 
 // order, and the reshapes around it stay views rather than copies: attention and RoPE on the
 // (B, T, H, dh) projections seen as (B, H, T, dh).
 Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device);
+// The same layout as a view of `flat`, a contiguous 1-D tensor of numel(shape) elements (a slice
+// of a larger result, for an op that returns several tensors from one node).
+Tensor in_order_of(const Tensor& flat, const Shape& shape, const Shape& strides);
 inline Tensor empty_like_order(const Tensor& x) { return empty_in_order_of(x.shape(), x.strides(), x.dtype(), x.device()); }
 
 // A 0-dim tensor holding value, in x's dtype and on x's device.

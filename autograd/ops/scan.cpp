@@ -40,9 +40,9 @@ void check_scan_inputs(const char* op, const Tensor& q, const Tensor& k, const T
 
 // Runs the forward kernel into out (B, H, T, dv) and, when defined, final_state (B, H, dv, dk).
 void scan_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                  const Tensor& s0, Tensor& out, Tensor& final_state) {
+                  const Tensor& s0, Tensor& out, Tensor& final_state, ScanAlgorithm algorithm) {
   if (q.numel() > 0 && v.numel() > 0) {
-    backend_for(q).gated_scan(q, k, v, gk, gv, s0, out, final_state);
+    backend_for(q).gated_scan(q, k, v, gk, gv, s0, out, final_state, algorithm);
     return;
   }
   // No step, or an empty state (dk or dv of 0): o is a sum over nothing, and S_T = S_0 where the
@@ -53,30 +53,36 @@ void scan_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   else fill_(final_state, 0.0);
 }
 
-// The inputs, saved for backward, and which of them want a gradient.
+// The inputs, saved for backward, which of them want a gradient, and the algorithm.
 struct Saved {
   SavedTensor q, k, v, gk, gv, s0;
   bool need[6];
+  ScanAlgorithm algorithm;
 
-  Saved(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_, const Tensor& s0_)
-      : q(q_), k(k_), v(v_), gk(gk_), gv(gv_), s0(s0_) {
+  Saved(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_, const Tensor& s0_,
+        ScanAlgorithm algorithm_)
+      : q(q_), k(k_), v(v_), gk(gk_), gv(gv_), s0(s0_), algorithm(algorithm_) {
     const Tensor* all[6] = {&q_, &k_, &v_, &gk_, &gv_, &s0_};
     for (int i = 0; i < 6; ++i) need[i] = all[i]->defined() && all[i]->requires_grad();
   }
 };
 
 // The gradients of (q, k, v, gk, gv, initial_state) given dout and dfinal (undefined: zero);
-// undefined where not wanted.
+// undefined where not wanted. Each has its input's memory order (the initial state's is
+// contiguous).
 Grads scan_backward(const Saved& saved, const Tensor& dout, const Tensor& dfinal) {
   const Tensor inputs[6] = {saved.q.get(),  saved.k.get(),  saved.v.get(),
                             saved.gk.get(), saved.gv.get(), saved.s0.get()};
   Grads g(6);
-  for (int i = 0; i < 6; ++i)
-    if (saved.need[i]) g[i] = empty(inputs[i].shape(), inputs[i].dtype(), inputs[i].device());
+  for (int i = 0; i < 6; ++i) {
+    if (!saved.need[i]) continue;
+    const Tensor& x = inputs[i];
+    g[i] = i == 5 ? empty(x.shape(), x.dtype(), x.device()) : empty_like_order(x);
+  }
   const Tensor &q = inputs[0], &v = inputs[2];
   if (q.numel() > 0 && v.numel() > 0) {
     backend_for(q).gated_scan_backward(q, inputs[1], v, inputs[3], inputs[4], inputs[5], dout, dfinal, g[0], g[1],
-                                       g[2], g[3], g[4], g[5]);
+                                       g[2], g[3], g[4], g[5], saved.algorithm);
     return g;
   }
   // Empty shapes (see scan_forward): every gradient is a sum over nothing, except that with
@@ -90,16 +96,17 @@ Grads scan_backward(const Saved& saved, const Tensor& dout, const Tensor& dfinal
 }  // namespace
 
 // q, k (B,H,T,dk), v (B,H,T,dv), gk (B,H,T,dk|1), gv (B,H,T,dv|1), initial_state (B,H,dv,dk)
-// -> o (B,H,T,dv).
+// -> o (B,H,T,dv), laid out in memory like v (the layers pass (B,T,H,dv) projections seen as
+// (B,H,T,dv): the heads merge again without a copy).
 Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                         const Tensor& initial_state) {
+                         const Tensor& initial_state, ScanAlgorithm algorithm) {
   const char* op = "gated_linear_scan";
   check_scan_inputs(op, q, k, v, gk, gv, initial_state);
-  Tensor out = empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype(), q.device());
+  Tensor out = empty_like_order(v);
   Tensor no_final;
-  scan_forward(q, k, v, gk, gv, initial_state, out, no_final);
+  scan_forward(q, k, v, gk, gv, initial_state, out, no_final, algorithm);
   return record(op, {q, k, v, gk, gv, initial_state}, out,
-                [saved = Saved(q, k, v, gk, gv, initial_state)](const Tensor& gout) -> Grads {
+                [saved = Saved(q, k, v, gk, gv, initial_state, algorithm)](const Tensor& gout) -> Grads {
                   return scan_backward(saved, gout, Tensor());
                 });
 }
@@ -108,23 +115,23 @@ Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, cons
 // is recorded, and returned as two views of it: gradients reaching either view arrive at the node
 // as one flat gradient, which backward splits again into dout and dfinal.
 ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
-                                        const Tensor& gv, const Tensor& initial_state) {
+                                        const Tensor& gv, const Tensor& initial_state, ScanAlgorithm algorithm) {
   const char* op = "gated_linear_scan";
   check_scan_inputs(op, q, k, v, gk, gv, initial_state);
   const Shape out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
   const Shape state_shape{q.size(0), q.size(1), v.size(3), q.size(3)};
   const int64_t n_out = numel_of(out_shape), n_state = numel_of(state_shape);
-  auto split = [=](const Tensor& flat) {
-    return ScanResult{reshape(narrow(flat, 0, 0, n_out), out_shape),
+  auto split = [=, v_strides = v.strides()](const Tensor& flat) {
+    return ScanResult{in_order_of(narrow(flat, 0, 0, n_out), out_shape, v_strides),
                       reshape(narrow(flat, 0, n_out, n_state), state_shape)};
   };
   Tensor flat = empty({n_out + n_state}, q.dtype(), q.device());
   {
     ScanResult parts = split(flat);
-    scan_forward(q, k, v, gk, gv, initial_state, parts.out, parts.final_state);
+    scan_forward(q, k, v, gk, gv, initial_state, parts.out, parts.final_state, algorithm);
   }
   flat = record(op, {q, k, v, gk, gv, initial_state}, flat,
-                [saved = Saved(q, k, v, gk, gv, initial_state), split](const Tensor& gflat) -> Grads {
+                [saved = Saved(q, k, v, gk, gv, initial_state, algorithm), split](const Tensor& gflat) -> Grads {
                   const ScanResult g = split(gflat);
                   return scan_backward(saved, g.out, g.final_state);
                 });

@@ -10,9 +10,7 @@
 // the forward and dq kernels, key rows in the dk/dv kernel) and computes their 16 x 64 score tile
 // against the streamed tile as 8 column blocks of 8.
 //
-// Fragments (PTX ISA, mma.m16n8k8 .tf32): lane = 4 g + t. A (16 x 8, row-major) holds
-// (g, t) (g+8, t) (g, t+4) (g+8, t+4); B (8 x 8) holds (k=t, n=g) (k=t+4, n=g); the accumulator
-// C (16 x 8) holds (g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1).
+// Fragments: see mma.cuh.
 // A score tile is produced in C layout and consumed as the A operand of the next product (P V,
 // dS K, ...). The layouts differ, but the contraction index of that product is ours to number:
 // calling column 2t "k = t" and column 2t+1 "k = t+4" makes a thread's C registers exactly its A
@@ -26,6 +24,7 @@
 #include <limits>
 
 #include "cuda/kernels/attention_tiles.cuh"
+#include "cuda/kernels/mma.cuh"
 
 namespace linea::cuda::attention_tiles {
 
@@ -33,35 +32,6 @@ namespace {
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
-
-// TF32 needs sm_80 or newer. A build for older GPUs compiles these kernels without the
-// instructions, and the host never launches them (tf32_attention_available below).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define LINEA_NO_TF32_MMA 1
-#endif
-
-__device__ __forceinline__ float to_tf32(float x) {
-#ifdef LINEA_NO_TF32_MMA
-  return x;
-#else
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
-#endif
-}
-
-// c += a b for one 16 x 8 x 8 product.
-__device__ __forceinline__ void mma(float (&c)[4], const float (&a)[4], float b0, float b1) {
-#ifdef LINEA_NO_TF32_MMA
-  __trap();
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
-        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
-#endif
-}
 
 template <int D>
 struct Tile {
@@ -138,7 +108,7 @@ __device__ __forceinline__ void score_tile(float (&acc)[8][4], const float* rows
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const float* b = cols + (8 * n + g) * P + 8 * kk + t;
-      mma(acc[n], a, b[0], b[4]);
+      mma_tf32(acc[n], a, b[0], b[4]);
     }
   }
 }
@@ -154,7 +124,7 @@ __device__ __forceinline__ void accumulate_product(float (&out)[Tile<D>::kSteps]
     const float a[4] = {to_tf32(s[j][0]), to_tf32(s[j][2]), to_tf32(s[j][1]), to_tf32(s[j][3])};
     const float* b = m + (8 * j + 2 * t) * P + g;
 #pragma unroll
-    for (int dn = 0; dn < Tile<D>::kSteps; ++dn) mma(out[dn], a, b[8 * dn], b[P + 8 * dn]);
+    for (int dn = 0; dn < Tile<D>::kSteps; ++dn) mma_tf32(out[dn], a, b[8 * dn], b[P + 8 * dn]);
   }
 }
 

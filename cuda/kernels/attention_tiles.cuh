@@ -100,15 +100,11 @@ void with_head_dim(int64_t dh, F&& f) {
   else fail("attention", "the CUDA kernel supports head dims up to 128, got ", dh);
 }
 
-// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in) and launches it.
+// A grid of `blocks` tiles (cuda/launch.cuh: launch_kernel).
 template <class... KernelArgs, class... Args>
 void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, size_t bytes, cudaStream_t stream,
                   const char* op, Args&&... args) {
-  if (blocks == 0) return;
-  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-                   op, bytes, " bytes of shared memory");
-  kernel<<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(std::forward<Args>(args)...);
-  LINEA_CUDA_LAUNCH_CHECK(op, blocks, " blocks of ", threads, " threads, ", bytes, " bytes of shared memory");
+  launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), threads, bytes, stream, op, std::forward<Args>(args)...);
 }
 
 // The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on, when the build

@@ -1,5 +1,7 @@
-// The gated linear attention recurrence (tensor/backend.h: gated_scan), against the CPU oracle
-// (tensor/cpu/gated_scan.cpp). Per sequence (batch element and head) with Dv_t = diag(exp(gv_t)),
+// The gated linear attention recurrence (tensor/backend.h: gated_scan) step by step: the CUDA
+// backend's ScanAlgorithm::Sequential, kept as an option and as a second oracle of the chunked
+// tensor-core kernels (chunked_scan.cu, the default), which CudaBackend::gated_scan at the end of
+// this file dispatches to. Tested against the CPU kernel (tensor/cpu/gated_scan.cpp). Per sequence (batch element and head) with Dv_t = diag(exp(gv_t)),
 // Dk_t = diag(exp(gk_t)):  S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T,  o_t = S_t q_t.
 //
 // Work split. Row i of S evolves on its own: S_t[i, :] = ev_t[i] (S_{t-1}[i, :] * ek_t) + v_t[i] k_t,
@@ -27,7 +29,10 @@
 #include <memory>
 
 #include "cuda/buffer.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/kernels/gated_scan.h"
 #include "cuda/kernels/rows.cuh"
+#include "tensor/contiguous_outputs.h"
 
 namespace linea::cuda {
 
@@ -416,29 +421,16 @@ const T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : null
 template <class T>
 T* out_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
-// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in) and launches it.
-template <class... KernelArgs, class... Args>
-void launch_scan(void (*kernel)(KernelArgs...), dim3 grid, size_t bytes, cudaStream_t stream, const char* op,
-                 const ScanShape& s, Args&&... args) {
-  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-                   op, bytes, " bytes of shared memory");
-  kernel<<<grid, kBlockThreads, bytes, stream>>>(std::forward<Args>(args)..., s);
-  LINEA_CUDA_LAUNCH_CHECK(op, "B*H=", s.sequences, " T=", s.steps, " dk=", s.dk, " dv=", s.dv, ", ", grid.y,
-                          " row slices, ", bytes, " bytes of shared memory");
-}
-
 // A scratch buffer of n elements of T, or none for n = 0.
 template <class T>
 std::unique_ptr<DeviceBuffer> scratch_of(int64_t n, int device) {
   return n > 0 ? std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(n), device) : nullptr;
 }
 
-}  // namespace
-
-void CudaBackend::gated_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_,
-                             const Tensor& gv_, const Tensor& s0_, const Tensor& out, const Tensor& final_state) const {
-  check_on_device(device_, "gated_scan", {&q_, &k_, &v_, &gk_, &gv_, &s0_, &out, &final_state});
-  const cudaStream_t stream = use_device(device_);
+// The sequential kernels write contiguous outputs.
+void sequential_forward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_,
+                        const Tensor& s0_, const Tensor& out, const Tensor& final_state, int device_,
+                        cudaStream_t stream) {
   const Tensor q = contiguous_copy(q_), k = contiguous_copy(k_), v = contiguous_copy(v_);
   const Tensor gk = contiguous_or_undefined(gk_), gv = contiguous_or_undefined(gv_), s0 = contiguous_or_undefined(s0_);
   ScanShape s = shape_of(q, v, gk, gv);
@@ -447,20 +439,17 @@ void CudaBackend::gated_scan(const Tensor& q_, const Tensor& k_, const Tensor& v
   dispatch_floating(q.dtype(), "gated_scan", [&]<class T>() {
     with_key_dim(s.dk, "gated_scan", [&]<int CK>() {
       const size_t bytes = sizeof(T) * Tiles<T, 32 * CK>::elements;
-      launch_scan(gated_scan_forward_kernel<T, CK>, grid, bytes, stream, "gated_scan", s, q.data<T>(), k.data<T>(),
-                  v.data<T>(), data_or_null<T>(gk), data_or_null<T>(gv), data_or_null<T>(s0), out.data<T>(),
-                  out_or_null<T>(final_state));
+      launch_kernel(gated_scan_forward_kernel<T, CK>, grid, kBlockThreads, bytes, stream, "gated_scan", q.data<T>(),
+                    k.data<T>(), v.data<T>(), data_or_null<T>(gk), data_or_null<T>(gv), data_or_null<T>(s0),
+                    out.data<T>(), out_or_null<T>(final_state), s);
     });
   });
 }
 
-void CudaBackend::gated_scan_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_,
-                                      const Tensor& gv_, const Tensor& s0_, const Tensor& dout_,
-                                      const Tensor& dfinal_, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                                      const Tensor& dgk, const Tensor& dgv, const Tensor& dinitial) const {
-  check_on_device(device_, "gated_scan_backward",
-                  {&q_, &k_, &v_, &gk_, &gv_, &s0_, &dout_, &dfinal_, &dq, &dk, &dv, &dgk, &dgv, &dinitial});
-  const cudaStream_t stream = use_device(device_);
+void sequential_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_,
+                         const Tensor& s0_, const Tensor& dout_, const Tensor& dfinal_, const Tensor& dq,
+                         const Tensor& dk, const Tensor& dv, const Tensor& dgk, const Tensor& dgv,
+                         const Tensor& dinitial, int device_, cudaStream_t stream) {
   const Tensor q = contiguous_copy(q_), k = contiguous_copy(k_), v = contiguous_copy(v_);
   const Tensor gk = contiguous_or_undefined(gk_), gv = contiguous_or_undefined(gv_), s0 = contiguous_or_undefined(s0_);
   const Tensor dout = contiguous_copy(dout_), dfinal = contiguous_or_undefined(dfinal_);
@@ -495,11 +484,11 @@ void CudaBackend::gated_scan_backward(const Tensor& q_, const Tensor& k_, const 
         return is_direct ? out.data<T>() : parts->as<T>();
       };
       const size_t bytes = sizeof(T) * (Tiles<T, DK>::elements + 2 * kTile * kMaxBlockRows + 2 * 3 * kWarps * DK);
-      launch_scan(gated_scan_backward_kernel<T, CK>, grid, bytes, stream, "gated_scan_backward", s, q.data<T>(),
-                  k.data<T>(), v.data<T>(), data_or_null<T>(gk), data_or_null<T>(gv), data_or_null<T>(s0),
-                  dout.data<T>(), data_or_null<T>(dfinal), target(dq, direct, dq_parts), target(dk, direct, dk_parts),
-                  target(dgk, gk_direct, dgk_parts), out_or_null<T>(dv), target(dgv, gv_direct, dgv_full),
-                  out_or_null<T>(dinitial), states->as<T>());
+      launch_kernel(gated_scan_backward_kernel<T, CK>, grid, kBlockThreads, bytes, stream, "gated_scan_backward",
+                    q.data<T>(), k.data<T>(), v.data<T>(), data_or_null<T>(gk), data_or_null<T>(gv),
+                    data_or_null<T>(s0), dout.data<T>(), data_or_null<T>(dfinal), target(dq, direct, dq_parts),
+                    target(dk, direct, dk_parts), target(dgk, gk_direct, dgk_parts), out_or_null<T>(dv),
+                    target(dgv, gv_direct, dgv_full), out_or_null<T>(dinitial), states->as<T>(), s);
 
       auto finish = [&](const Tensor& out, const Buffer& parts, int64_t n_slices, int64_t width) {
         if (!out.defined() || !parts) return;
@@ -514,6 +503,38 @@ void CudaBackend::gated_scan_backward(const Tensor& q_, const Tensor& k_, const 
       finish(dgk, dgk_parts, slices, s.dk);
       finish(dgv, dgv_full, 1, s.dv);
     });
+  });
+}
+
+}  // namespace
+
+void CudaBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                             const Tensor& s0, const Tensor& out, const Tensor& final_state,
+                             ScanAlgorithm algorithm) const {
+  check_on_device(device_, "gated_scan", {&q, &k, &v, &gk, &gv, &s0, &out, &final_state});
+  const cudaStream_t stream = use_device(device_);
+  if (algorithm == ScanAlgorithm::Chunked) {
+    chunked_scan_forward({q, k, v, gk, gv, s0}, out, final_state, device_, stream);
+    return;
+  }
+  with_contiguous_outputs(*this, {&out, &final_state}, [&](const std::vector<Tensor>& o) {
+    sequential_forward(q, k, v, gk, gv, s0, o[0], o[1], device_, stream);
+  });
+}
+
+void CudaBackend::gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
+                                      const Tensor& gv, const Tensor& s0, const Tensor& dout, const Tensor& dfinal,
+                                      const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
+                                      const Tensor& dgv, const Tensor& dinitial, ScanAlgorithm algorithm) const {
+  check_on_device(device_, "gated_scan_backward",
+                  {&q, &k, &v, &gk, &gv, &s0, &dout, &dfinal, &dq, &dk, &dv, &dgk, &dgv, &dinitial});
+  const cudaStream_t stream = use_device(device_);
+  if (algorithm == ScanAlgorithm::Chunked) {
+    chunked_scan_backward({q, k, v, gk, gv, s0}, dout, dfinal, {dq, dk, dv, dgk, dgv, dinitial}, device_, stream);
+    return;
+  }
+  with_contiguous_outputs(*this, {&dq, &dk, &dv, &dgk, &dgv, &dinitial}, [&](const std::vector<Tensor>& g) {
+    sequential_backward(q, k, v, gk, gv, s0, dout, dfinal, g[0], g[1], g[2], g[3], g[4], g[5], device_, stream);
   });
 }
 

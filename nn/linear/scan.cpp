@@ -10,6 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include "nn/linear/names.h"
+
 namespace linea::nn::linear {
 
 namespace {
@@ -311,10 +313,13 @@ Tensor chunked_scan(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, 
 
 Tensor scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
             const Tensor& initial_state, Tensor* final_state, const ScanOptions& options) {
-  if (!options.fused) return chunked_scan(q, k, v, gk, gv, initial_state, final_state, options);
+  if (options.kernel == ScanKernel::Composite)
+    return chunked_scan(q, k, v, gk, gv, initial_state, final_state, options);
   check_inputs("scan", 4, q, k, v, gk, gv, initial_state);
-  if (final_state == nullptr) return gated_linear_scan(q, k, v, gk, gv, initial_state);
-  ScanResult result = gated_linear_scan_with_state(q, k, v, gk, gv, initial_state);
+  const ScanAlgorithm algorithm =
+      options.kernel == ScanKernel::Chunked ? ScanAlgorithm::Chunked : ScanAlgorithm::Sequential;
+  if (final_state == nullptr) return gated_linear_scan(q, k, v, gk, gv, initial_state, algorithm);
+  ScanResult result = gated_linear_scan_with_state(q, k, v, gk, gv, initial_state, algorithm);
   *final_state = result.final_state;
   return result.out;
 }
@@ -344,6 +349,16 @@ Tensor recurrent_scan(const Tensor& q, const Tensor& k, const Tensor& v, const T
     outputs.push_back(scan_step(at(q, t), at(k, t), at(v, t), at(gk, t), at(gv, t), state));
   if (final_state) *final_state = state;
   return T == 0 ? zeros({q.size(0), q.size(1), 0, v.size(3)}, {q.dtype(), q.device()}) : stack(outputs, 2);
+}
+
+namespace {
+const names::Table<ScanKernel> kKernelNames[] = {
+    {ScanKernel::Chunked, "chunked"}, {ScanKernel::Sequential, "sequential"}, {ScanKernel::Composite, "composite"}};
+}  // namespace
+
+std::string scan_kernel_name(ScanKernel kernel) { return names::name_in(kKernelNames, kernel); }
+ScanKernel parse_scan_kernel(const std::string& name) {
+  return names::parse_in(kKernelNames, name, "scan", "scan kernel");
 }
 
 }  // namespace linea::nn::linear

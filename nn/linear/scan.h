@@ -18,26 +18,31 @@
 //   scan_step       the recurrent form: one token, state in, state out (size independent of T).
 //
 // Both are composite (made of differentiable ops), so their gradients come from autograd; they
-// document the math and are the reference for the fused kernel (autograd/ops.h:
-// gated_linear_scan), which runs the recurrence itself, per (batch, head) with the state in fast
-// memory, forward and backward in one kernel each. `scan` picks between the two for the layers.
+// document the math and are the references of the fused op (autograd/ops.h: gated_linear_scan),
+// whose kernels run forward and backward in a few launches each. `scan` picks one for the layers.
+#include <string>
+
 #include "autograd/ops.h"
 
 namespace linea::nn::linear {
 
+// What runs a layer's recurrence. The three compute the same thing (tests/autograd/gated_scan_test.cpp).
+enum class ScanKernel {
+  Chunked,     // the fused op on the backend's chunked kernels (CUDA: tensor cores); the default
+  Sequential,  // the fused op on the backend's step-by-step kernels (the CUDA SIMT scan)
+  Composite,   // chunked_scan below: slower, but twice differentiable (the fused backward is not)
+};
+std::string scan_kernel_name(ScanKernel kernel);  // "chunked", "sequential", "composite"
+ScanKernel parse_scan_kernel(const std::string& name);
+
 struct ScanOptions {
-  int64_t chunk_size = 64;  // C
+  int64_t chunk_size = 64;  // C of the composite form (the fused kernels choose their own)
   int64_t sub_block = 16;   // secondary chunking inside a chunk (divides chunk_size)
-  // scan() runs the fused kernel (true) or chunked_scan with the two sizes above (false). Both
-  // compute the same recurrence; the fused one is several times faster (`linea bench scan`) and
-  // keeps only its inputs for backward. false is there to compare the two, and for double
-  // backward (the fused backward is not differentiable again).
-  bool fused = true;
+  ScanKernel kernel = ScanKernel::Chunked;
 };
 
-// The recurrence for the layers' forward: gated_linear_scan when options.fused, else
-// chunked_scan. Same arguments and result as chunked_scan (final_state, when non-null, receives
-// S_T, differentiable either way).
+// The recurrence for the layers' forward, by options.kernel. Same arguments and result as
+// chunked_scan (final_state, when non-null, receives S_T, differentiable either way).
 Tensor scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
             const Tensor& initial_state = Tensor(), Tensor* final_state = nullptr, const ScanOptions& options = {});
 

@@ -48,11 +48,13 @@ class CpuBackend final : public Backend {
                           const Tensor& lse, const Tensor& dout, double scale, int64_t window,
                           const Tensor& dq, const Tensor& dk, const Tensor& dv) const override;
   void gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                  const Tensor& initial_state, const Tensor& out, const Tensor& final_state) const override;
+                  const Tensor& initial_state, const Tensor& out, const Tensor& final_state,
+                  ScanAlgorithm algorithm) const override;
   void gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
                            const Tensor& initial_state, const Tensor& dout, const Tensor& dfinal_state,
                            const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
-                           const Tensor& dgv, const Tensor& dinitial_state) const override;
+                           const Tensor& dgv, const Tensor& dinitial_state,
+                           ScanAlgorithm algorithm) const override;
   void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) const override;
   void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/contiguous_outputs.h"
 #include "tensor/cpu/parallel.h"
 
 namespace linea::cpu {
@@ -279,10 +280,8 @@ void backward_task(const Task<T>& task, const TaskGrads<T>& out, BackwardScratch
   if (out.ds0) std::copy(w.grad.begin(), w.grad.end(), out.ds0);
 }
 
-}  // namespace
-
-void CpuBackend::gated_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_,
-                            const Tensor& gv_, const Tensor& s0_, const Tensor& out, const Tensor& final_state) const {
+void forward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_,
+             const Tensor& s0_, const Tensor& out, const Tensor& final_state) {
   const Inputs in(q_, k_, v_, gk_, gv_, s0_);
   const int64_t dk = in.dk, dv = in.dv, steps = in.steps;
   dispatch_floating(in.q.dtype(), "gated_scan", [&]<class T>() {
@@ -298,11 +297,9 @@ void CpuBackend::gated_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_
   });
 }
 
-void CpuBackend::gated_scan_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_,
-                                     const Tensor& gv_, const Tensor& s0_, const Tensor& dout_,
-                                     const Tensor& dfinal_, const Tensor& dq, const Tensor& dk_out,
-                                     const Tensor& dv_out, const Tensor& dgk, const Tensor& dgv,
-                                     const Tensor& ds0) const {
+void backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_,
+              const Tensor& s0_, const Tensor& dout_, const Tensor& dfinal_, const Tensor& dq, const Tensor& dk_out,
+              const Tensor& dv_out, const Tensor& dgk, const Tensor& dgv, const Tensor& ds0) {
   const Inputs in(q_, k_, v_, gk_, gv_, s0_);
   const Tensor dout = contiguous_copy(dout_);
   const Tensor dfinal = dfinal_.defined() ? contiguous_copy(dfinal_) : dfinal_;
@@ -324,6 +321,25 @@ void CpuBackend::gated_scan_backward(const Tensor& q_, const Tensor& k_, const T
         else backward_task<T, false>(task, grads, scratch);
       }
     });
+  });
+}
+
+}  // namespace
+
+// One kernel serves both algorithms: on the CPU the sequential one is the fast one. It writes
+// contiguous outputs.
+void CpuBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
+                            const Tensor& s0, const Tensor& out, const Tensor& final_state, ScanAlgorithm) const {
+  with_contiguous_outputs(*this, {&out, &final_state},
+                          [&](const std::vector<Tensor>& o) { forward(q, k, v, gk, gv, s0, o[0], o[1]); });
+}
+
+void CpuBackend::gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
+                                     const Tensor& gv, const Tensor& s0, const Tensor& dout, const Tensor& dfinal,
+                                     const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
+                                     const Tensor& dgv, const Tensor& ds0, ScanAlgorithm) const {
+  with_contiguous_outputs(*this, {&dq, &dk, &dv, &dgk, &dgv, &ds0}, [&](const std::vector<Tensor>& g) {
+    backward(q, k, v, gk, gv, s0, dout, dfinal, g[0], g[1], g[2], g[3], g[4], g[5]);
   });
 }
 

@@ -274,14 +274,21 @@ TEST(GatedScan, OnlyTheWantedGradientsAndOutputsAgree) {
 
 TEST(GatedScan, ScanDispatchesOnTheOption) {
   const Inputs in = make_inputs({"value", Decay::None, Decay::PerChannel}, {.T = 50}, kFloat64, 6);
-  nn::linear::ScanOptions fused, composite;
-  composite.fused = false;
-  Tensor s_fused, s_composite;
-  const Tensor o_fused = nn::linear::scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, &s_fused, fused);
+  nn::linear::ScanOptions composite;
+  composite.kernel = nn::linear::ScanKernel::Composite;
+  Tensor s_composite;
   const Tensor o_composite = nn::linear::scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, &s_composite, composite);
-  EXPECT_LE(relative_error(o_fused, o_composite), 1e-10);
-  EXPECT_LE(relative_error(s_fused, s_composite), 1e-10);
+  for (nn::linear::ScanKernel kernel : {nn::linear::ScanKernel::Chunked, nn::linear::ScanKernel::Sequential}) {
+    nn::linear::ScanOptions fused;
+    fused.kernel = kernel;
+    Tensor s_fused;
+    const Tensor o_fused = nn::linear::scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, &s_fused, fused);
+    EXPECT_LE(relative_error(o_fused, o_composite), 1e-10);
+    EXPECT_LE(relative_error(s_fused, s_composite), 1e-10);
+  }
   EXPECT_EQ(nn::linear::scan(in.q, in.k, in.v, in.gk, in.gv).grad_fn()->name(), "gated_linear_scan");
+  EXPECT_EQ(nn::linear::parse_scan_kernel("sequential"), nn::linear::ScanKernel::Sequential);
+  EXPECT_LINEA_ERROR(nn::linear::parse_scan_kernel("fast"), "scan", "unknown scan kernel 'fast'", "chunked");
   EXPECT_LINEA_ERROR(nn::linear::scan(in.q, in.k, transpose(in.v, 2, 3), in.gk, in.gv), "scan", "v");
 }
 
@@ -293,9 +300,9 @@ TEST(GatedScan, LayersAgreeWithTheFusedScanOnAndOff) {
                                           L::LinearAttentionPreset::LaRelu}) {
     L::LinearAttentionConfig config = L::linear_attention_preset(preset, 16, 2, 8);
     Generator gen_a(1), gen_b(1), gen_x(2);
-    config.scan.fused = true;
+    config.scan.kernel = L::ScanKernel::Chunked;
     L::LinearAttention fused(config, gen_a);
-    config.scan.fused = false;
+    config.scan.kernel = L::ScanKernel::Composite;
     L::LinearAttention composite(config, gen_b);
     const Tensor x = randn({2, 70, 16}, kFloat64, &gen_x);
     fused.to(kFloat64);

@@ -1,142 +1,293 @@
-// The CUDA gated scan (cuda/kernels/gated_scan.cu) against the CPU kernel, through
-// gated_linear_scan_with_state: outputs, final states and every gradient, float32 and float64,
-// over every decay layout and awkward sizes (key dims that are not multiples of 32, value dims
-// that need one or several row slices per sequence, lengths around the tiles and checkpoints);
-// strided inputs, a long sequence, determinism, and the key-dim limit. Without a GPU every test
-// skips.
+// The CUDA gated scan against the CPU kernel, through gated_linear_scan_with_state: outputs,
+// final states and the gradients of q, k, v, both log decays and the initial state, for both
+// CUDA algorithms (the chunked tensor-core kernels of cuda/kernels/chunked_scan.cu, the default,
+// and the sequential ones of gated_scan.cu) and every precision (float64; float32 exact; float32
+// on the TF32 tensor cores, chunked only). Every decay layout the layers produce (none, one per
+// step, per channel on either side or both), lengths around the chunks (1, 17, 63, 64, 65, 1000),
+// head dims 16, 48, 64, 100 and more, q/k and v of different widths; gates at the floor and near
+// 1; strided inputs, 16k positions, determinism, and TF32 differing from exact float32 by rounding
+// only. Without a GPU every test skips.
+#include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "tests/cuda/fused_parity.h"
+#include "tests/nn/scan_inputs.h"
 
 namespace linea::testing {
 namespace {
 
-// Sums over up to a few hundred steps and 256 channels in float32, in other orders than the CPU's.
-Tolerance scan_tolerance(DType dtype) { return dtype == kFloat64 ? Tolerance{1e-10, 1e-11} : Tolerance{2e-4, 2e-4}; }
+struct Precision {
+  DType dtype;
+  bool tf32;
+  std::string name() const { return dtype == kFloat64 ? "float64" : tf32 ? "float32/TF32" : "float32"; }
+};
+const Precision kPrecisions[] = {{kFloat64, false}, {kFloat32, false}, {kFloat32, true}};
+
+const ScanAlgorithm kAlgorithms[] = {ScanAlgorithm::Chunked, ScanAlgorithm::Sequential};
+const char* algorithm_name(ScanAlgorithm a) { return a == ScanAlgorithm::Chunked ? "chunked" : "sequential"; }
+
+// float64: the two devices sum in other orders, nothing more. float32: the state sums up to 1000
+// steps in float32, so errors are relative to the magnitudes summed: measured against the largest
+// value of each result. TF32 rounds every product's operands to 11 significant bits (2^-11 =
+// 4.9e-4 relative): the same measure, with room for sums of many such terms.
+Tolerance scan_tolerance(const Precision& p) {
+  if (p.dtype == kFloat64) return {1e-10, 1e-11};
+  return p.tf32 ? Tolerance{6e-3, 0, true} : Tolerance{3e-5, 0, true};
+}
 
 struct Case {
   int64_t batch, heads, steps, dk, dv;
-  int64_t gk_width, gv_width;  // 0: none; 1: one per step; else per channel (dk / dv)
+  Decay key, value;
   bool initial_state;
 };
 
-std::string label(const Case& c, DType dtype) {
+std::string decay_name(Decay d) { return d == Decay::None ? "none" : d == Decay::Scalar ? "step" : "channel"; }
+
+std::string label(const Case& c, const Precision& p, ScanAlgorithm a) {
   std::ostringstream os;
-  os << dtype_name(dtype) << " B=" << c.batch << " H=" << c.heads << " T=" << c.steps << " dk=" << c.dk
-     << " dv=" << c.dv << " gk=" << c.gk_width << " gv=" << c.gv_width << (c.initial_state ? " s0" : "");
+  os << algorithm_name(a) << " " << p.name() << " B=" << c.batch << " H=" << c.heads << " T=" << c.steps
+     << " dk=" << c.dk << " dv=" << c.dv << " gk=" << decay_name(c.key) << " gv=" << decay_name(c.value)
+     << (c.initial_state ? " s0" : "");
   return os.str();
 }
 
-// Log decays between exp(-1.5) and almost 1, and q, k, v, s0 normal; in the order the function
-// below reads them.
-std::vector<Tensor> draw(const Case& c, DType dtype, uint64_t seed) {
-  std::vector<Tensor> x = {random_normal({c.batch, c.heads, c.steps, c.dk}, dtype, seed),
-                           random_normal({c.batch, c.heads, c.steps, c.dk}, dtype, seed + 1),
-                           random_normal({c.batch, c.heads, c.steps, c.dv}, dtype, seed + 2)};
-  Generator gen(seed + 3);
-  for (int64_t width : {c.gk_width, c.gv_width})
-    if (width > 0) x.push_back(to(uniform({c.batch, c.heads, c.steps, width}, -1.5, -0.001, kFloat64, &gen), dtype));
-  if (c.initial_state) x.push_back(random_normal({c.batch, c.heads, c.dv, c.dk}, dtype, seed + 4));
+// The inputs in the order scan_of reads them.
+std::vector<Tensor> draw(const Case& c, DType dtype, uint64_t seed,
+                         const LogDecayDraw& log_decay = default_log_decay) {
+  const ScanInputs in = draw_scan_inputs(c.key, c.value, c.initial_state,
+                                         {c.batch, c.heads, c.steps, c.dk, c.dv}, dtype, seed, log_decay);
+  std::vector<Tensor> x = {in.q, in.k, in.v};
+  for (const Tensor& t : {in.gk, in.gv, in.s0})
+    if (t.defined()) x.push_back(detach(t));
+  for (Tensor& t : x) t = detach(t);
   return x;
 }
 
 // o and S_T, flattened into one tensor, so that one cotangent checks both and all gradients.
-DeviceFn scan_of(const Case& c) {
-  return [c](const std::vector<Tensor>& x) {
+DeviceFn scan_of(const Case& c, ScanAlgorithm algorithm) {
+  return [c, algorithm](const std::vector<Tensor>& x) {
     size_t next = 3;
-    const Tensor gk = c.gk_width > 0 ? x[next++] : Tensor();
-    const Tensor gv = c.gv_width > 0 ? x[next++] : Tensor();
+    const Tensor gk = c.key != Decay::None ? x[next++] : Tensor();
+    const Tensor gv = c.value != Decay::None ? x[next++] : Tensor();
     const Tensor s0 = c.initial_state ? x[next] : Tensor();
-    const ScanResult r = gated_linear_scan_with_state(x[0], x[1], x[2], gk, gv, s0);
+    const ScanResult r = gated_linear_scan_with_state(x[0], x[1], x[2], gk, gv, s0, algorithm);
     return cat({flatten(r.out), flatten(r.final_state)}, 0);
   };
 }
 
-const Case kCases[] = {
-    {1, 1, 1, 1, 1, 0, 0, false},       // one step, one channel
-    {2, 3, 7, 5, 3, 5, 3, true},        // under one tile
-    {1, 2, 70, 33, 17, 33, 1, true},    // dk just over a warp; scalar value decay
-    {2, 2, 65, 64, 64, 1, 64, false},   // scalar key decay, per-channel value decay
-    {1, 1, 130, 100, 100, 100, 0, true},  // dv over one block's rows: several slices
-    {1, 2, 37, 128, 129, 128, 129, true},  // dv one past a multiple of 32 (sum normalization's +1)
-    {3, 4, 100, 32, 33, 0, 33, false},  // ReGLA's shape: value decay, dv = head dim + 1
-    {1, 1, 64, 200, 8, 200, 8, true},   // dk 200 (7 columns per lane, padded to 8)
-    {1, 1, 50, 256, 40, 1, 1, true},    // dk at the limit, both decays scalar
-    {8, 4, 33, 16, 16, 16, 16, true},   // many sequences: one slice each
-    {1, 1, 300, 8, 300, 8, 300, true},  // dv 300: more slices than the backward's usual cap
-    {2, 1, 90, 1, 64, 0, 64, true},     // dk = 1: the linear recurrence's shape
+// The decay layouts of the layers: none (LA-ReLU, LA-ELU, Hedgehog), one per step on the key side
+// (RFA; ReGLA's running key max alone), per key channel (GLA; ReGLA on the key dim with its key max
+// folded in), per value channel with one per step (ReGLA), per channel on both sides (Fast Decay),
+// and the rest of the combinations.
+struct Layout {
+  Decay key, value;
 };
+const Layout kLayouts[] = {{Decay::None, Decay::None},       {Decay::Scalar, Decay::None},
+                           {Decay::PerChannel, Decay::None}, {Decay::Scalar, Decay::PerChannel},
+                           {Decay::PerChannel, Decay::PerChannel}, {Decay::None, Decay::PerChannel},
+                           {Decay::None, Decay::Scalar},     {Decay::PerChannel, Decay::Scalar},
+                           {Decay::Scalar, Decay::Scalar}};
 
-TEST(CudaGatedScan, MatchesCpu) {
-  LINEA_SKIP_WITHOUT_CUDA();
-  uint64_t seed = 1;
-  for (DType dtype : {kFloat64, kFloat32})
-    for (const Case& c : kCases)
-      expect_device_parity(scan_of(c), draw(c, dtype, seed += 10), scan_tolerance(dtype), label(c, dtype));
+// Lengths around the chunk (64; 32 in float64) and widths around the 64-channel tiles: each layout
+// meets every length, and the widths rotate so that each layout meets several.
+const int64_t kSteps[] = {1, 17, 63, 64, 65, 1000};
+const std::pair<int64_t, int64_t> kWidths[] = {{16, 16}, {48, 48},  {64, 64}, {100, 100}, {48, 100},
+                                               {100, 16}, {64, 65}, {33, 7},  {1, 64},    {130, 40}};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  size_t w = 0;
+  for (const Layout& l : kLayouts)
+    for (int64_t steps : kSteps) {
+      const auto [dk, dv] = kWidths[w++ % std::size(kWidths)];
+      const int64_t batch = steps >= 1000 ? 1 : 2, heads = steps >= 1000 ? 2 : 3;
+      out.push_back({batch, heads, steps, dk, dv, l.key, l.value, w % 2 == 0});
+    }
+  return out;
 }
 
+void expect_all_cases(ScanAlgorithm algorithm) {
+  uint64_t seed = 1;
+  for (const Precision& p : kPrecisions) {
+    if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;  // the sequential kernels are exact
+    const Tf32Setting mode(p.tf32);
+    for (const Case& c : cases())
+      expect_device_parity(scan_of(c, algorithm), draw(c, p.dtype, seed += 10), scan_tolerance(p),
+                           label(c, p, algorithm));
+  }
+}
+
+TEST(CudaGatedScan, ChunkedMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  expect_all_cases(ScanAlgorithm::Chunked);
+}
+
+TEST(CudaGatedScan, SequentialMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  expect_all_cases(ScanAlgorithm::Sequential);
+}
+
+// Gates at the layers' floor (log decay -20 every step: the state forgets at once), nearly open
+// (-1e-6: nothing decays for 1000 steps), spread over [-20, 0], closed (-inf), and over [-3, 0],
+// where some chunks decay little and others much (the kernels' two ways through a chunk). In
+// float64 the outputs sum terms up to ~50 while some results are near 0: measured against the
+// largest value, like float32.
 TEST(CudaGatedScan, ExtremeDecays) {
   LINEA_SKIP_WITHOUT_CUDA();
-  for (DType dtype : {kFloat64, kFloat32})
-    for (double g : {-20.0, -1e-6}) {
-      const Case c{2, 2, 80, 24, 20, 24, 20, true};
-      std::vector<Tensor> x = draw(c, dtype, 40);
-      x[3] = full(x[3].shape(), g, {dtype, kCPU});
-      x[4] = full(x[4].shape(), g, {dtype, kCPU});
-      // Without decay the state sums 80 steps: outputs of ~50 whose float32 sums, reordered, differ
-      // by a few ulps of that scale, which is more than 2e-4 absolute where an output is near 0.
-      const Tolerance tol = dtype == kFloat64 ? scan_tolerance(dtype) : Tolerance{2e-4, 2e-3};
-      expect_device_parity(scan_of(c), x, tol, label(c, dtype) + " decays " + std::to_string(g));
+  struct Extreme {
+    const char* name;
+    LogDecayDraw draw;
+  };
+  const Extreme extremes[] = {
+      {"floor", [](const Shape& s, Generator&) { return full(s, -20.0, kFloat64); }},
+      {"open", [](const Shape& s, Generator&) { return full(s, -1e-6, kFloat64); }},
+      {"spread", [](const Shape& s, Generator& gen) { return uniform(s, -20.0, 0.0, kFloat64, &gen); }},
+      {"mixed", [](const Shape& s, Generator& gen) { return uniform(s, -3.0, 0.0, kFloat64, &gen); }},
+      {"closed", [](const Shape& s, Generator& gen) {
+         // Every third step closed, the others open.
+         return where(gt(uniform(s, 0.0, 3.0, kFloat64, &gen), full(s, 2.0, kFloat64)),
+                      full(s, -std::numeric_limits<double>::infinity(), kFloat64), full(s, -0.01, kFloat64));
+       }}};
+  for (ScanAlgorithm algorithm : kAlgorithms)
+    for (const Precision& p : kPrecisions) {
+      if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;
+      const Tf32Setting mode(p.tf32);
+      for (const Extreme& e : extremes)
+        for (const Layout& l : {kLayouts[3], kLayouts[4], kLayouts[2]}) {
+          const Case c{2, 2, 150, 24, 20, l.key, l.value, true};
+          const std::vector<Tensor> x = draw(c, p.dtype, 40, e.draw);
+          const Tolerance tol = p.dtype == kFloat64 ? Tolerance{1e-11, 0, true} : scan_tolerance(p);
+          expect_device_parity(scan_of(c, algorithm), x, tol, label(c, p, algorithm) + " " + e.name);
+        }
     }
 }
 
 TEST(CudaGatedScan, StridedInputs) {
   LINEA_SKIP_WITHOUT_CUDA();
-  for (DType dtype : {kFloat64, kFloat32}) {
-    // The layers' layout: (B, T, H, d) transposed to (B, H, T, d).
-    Generator gen(5);
-    const std::vector<Tensor> x = {random_normal({2, 45, 3, 20}, dtype, 6), random_normal({2, 45, 3, 20}, dtype, 7),
-                                   random_normal({2, 45, 3, 12}, dtype, 8),
-                                   to(uniform({2, 45, 3, 12}, -1, -0.01, kFloat64, &gen), dtype)};
-    expect_device_parity(
-        [](const std::vector<Tensor>& t) {
-          return gated_linear_scan(transpose(t[0], 1, 2), transpose(t[1], 1, 2), transpose(t[2], 1, 2), Tensor(),
-                                   transpose(t[3], 1, 2));
-        },
-        x, scan_tolerance(dtype), std::string("heads-last layout ") + dtype_name(dtype));
+  for (ScanAlgorithm algorithm : kAlgorithms)
+    for (const Precision& p : kPrecisions) {
+      if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;
+      const Tf32Setting mode(p.tf32);
+      // The layers' layout: (B, T, H, d) transposed to (B, H, T, d), read in place.
+      Generator gen(5);
+      const std::vector<Tensor> x = {random_normal({2, 145, 3, 20}, p.dtype, 6), random_normal({2, 145, 3, 20}, p.dtype, 7),
+                                     random_normal({2, 145, 3, 12}, p.dtype, 8),
+                                     to(uniform({2, 145, 3, 12}, -1, -0.01, kFloat64, &gen), p.dtype)};
+      expect_device_parity(
+          [algorithm](const std::vector<Tensor>& t) {
+            const Tensor o = gated_linear_scan(transpose(t[0], 1, 2), transpose(t[1], 1, 2), transpose(t[2], 1, 2),
+                                               Tensor(), transpose(t[3], 1, 2), Tensor(), algorithm);
+            return o;
+          },
+          x, scan_tolerance(p), std::string("heads-last layout ") + algorithm_name(algorithm) + " " + p.name());
+    }
+}
+
+// The output comes out in v's memory order, each gradient in its input's: the layers' head merge
+// after the scan is then a view.
+TEST(CudaGatedScan, OutputsKeepTheInputsLayout) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Tensor v = on_gpu(random_normal({2, 9, 3, 8}, kFloat32, 1)).requires_grad_(true);
+  const Tensor q = on_gpu(random_normal({2, 3, 9, 8}, kFloat32, 2)).requires_grad_(true);
+  const Tensor o = gated_linear_scan(q, q, transpose(v, 1, 2), Tensor(), Tensor());
+  EXPECT_TRUE(transpose(o, 1, 2).is_contiguous());
+  const auto g = grad(sum(o), {q, v});
+  EXPECT_TRUE(g[1].is_contiguous());  // v's gradient, laid out like v
+}
+
+// 16k positions (256 chunks, the state carried through all of them): finite, and equal to the CPU.
+TEST(CudaGatedScan, LongSequence) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (const Precision& p : {kPrecisions[1], kPrecisions[2]}) {
+    const Tf32Setting mode(p.tf32);
+    const Case c{1, 2, 16384, 64, 64, Decay::Scalar, Decay::PerChannel, false};
+    const std::vector<Tensor> x = draw(c, kFloat32, 50, [](const Shape& s, Generator& gen) {
+      return uniform(s, -0.05, 0.0, kFloat64, &gen);  // long memories: the state sums many steps
+    });
+    std::vector<Tensor> gx;
+    for (const Tensor& e : x) gx.push_back(on_gpu(e).requires_grad_(true));
+    const Tensor y = scan_of(c, ScanAlgorithm::Chunked)(gx);
+    const auto g = grad(sum(y * y), gx);
+    EXPECT_TRUE(std::isfinite(sum(to(y, kCPU)).item())) << p.name();
+    for (const Tensor& e : g) EXPECT_TRUE(std::isfinite(sum(to(e, kCPU)).item())) << p.name();
+    expect_device_parity(scan_of(c, ScanAlgorithm::Chunked), x, scan_tolerance(p), label(c, p, ScanAlgorithm::Chunked));
   }
 }
 
-// A long sequence: checkpoints every ~sqrt(T) steps, many of them.
-TEST(CudaGatedScan, LongSequence) {
-  LINEA_SKIP_WITHOUT_CUDA();
-  const Case c{1, 2, 3000, 32, 32, 32, 32, true};
-  expect_device_parity(scan_of(c), draw(c, kFloat64, 50), scan_tolerance(kFloat64), label(c, kFloat64));
-}
-
-// Row slices write partial sums that a second kernel adds in slice order: no atomics, so two
+// No atomics: partial sums over tiles (dk, dv > 64 here) are added in a fixed order, so two
 // backward passes agree bit for bit.
 TEST(CudaGatedScan, BackwardIsDeterministic) {
   LINEA_SKIP_WITHOUT_CUDA();
-  const Case c{1, 2, 200, 64, 128, 64, 128, true};
-  std::vector<Tensor> x;
-  for (const Tensor& e : draw(c, kFloat32, 60)) {
-    Tensor g = on_gpu(e);
-    x.push_back(g.requires_grad_(true));
+  for (ScanAlgorithm algorithm : kAlgorithms) {
+    const Case c{1, 2, 200, 100, 130, Decay::Scalar, Decay::PerChannel, true};
+    std::vector<Tensor> x;
+    for (const Tensor& e : draw(c, kFloat32, 60)) x.push_back(on_gpu(e).requires_grad_(true));
+    const DeviceFn f = scan_of(c, algorithm);
+    const Tensor u = on_gpu(random_normal(f(x).shape(), kFloat32, 61));
+    const auto first = grad(f(x), x, u);
+    const auto second = grad(f(x), x, u);
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_TRUE(same_values(first[i], second[i])) << algorithm_name(algorithm) << " input " << i;
   }
-  const DeviceFn f = scan_of(c);
-  const Tensor y = f(x);
-  const Tensor u = on_gpu(random_normal(y.shape(), kFloat32, 61));
-  const auto first = grad(f(x), x, u);
-  const auto second = grad(f(x), x, u);
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(same_values(first[i], second[i])) << "input " << i;
 }
 
-TEST(CudaGatedScan, RejectsKeyDimAbove256) {
+// The tensor cores' error is TF32 rounding: next to the float64 result, exact float32 is within
+// float32 rounding and TF32 between 1e-5 and 5e-3 of the largest value. The lower bound fails if
+// the products did not run on the tensor cores.
+TEST(CudaGatedScan, Tf32DiffersFromExactByRoundingOnly) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (const Layout& l : {kLayouts[2], kLayouts[3], kLayouts[0]}) {
+    const Case c{2, 2, 333, 64, 64, l.key, l.value, true};
+    std::vector<std::string> names = {"out and state", "dq", "dk", "dv"};
+    if (l.key != Decay::None) names.push_back("dgk");
+    if (l.value != Decay::None) names.push_back("dgv");
+    names.push_back("ds0");
+    const std::vector<Tensor> x = draw(c, kFloat64, 70, [](const Shape& s, Generator& gen) {
+      return uniform(s, -0.1, 0.0, kFloat64, &gen);  // the products below the diagonal matter
+    });
+    const DeviceFn f = scan_of(c, ScanAlgorithm::Chunked);
+    const Tensor u = random_normal(f(x).shape(), kFloat64, 71);
+    auto results_of = [&](const std::vector<Tensor>& in, const Tensor& cotangent) {
+      std::vector<Tensor> leaves;
+      for (const Tensor& e : in) leaves.push_back(clone(e).requires_grad_(true));
+      const Tensor y = f(leaves);
+      std::vector<Tensor> r = grad(y, leaves, cotangent);
+      r.insert(r.begin(), detach(y));
+      for (Tensor& e : r) e = to(to(e, kCPU), kFloat64);
+      return r;
+    };
+    const std::vector<Tensor> truth = results_of(x, u);  // float64 on the CPU
+    std::vector<Tensor> x32, x32_gpu;
+    for (const Tensor& e : x) x32_gpu.push_back(on_gpu(to(e, kFloat32)));
+    for (bool tf32 : {false, true}) {
+      const Tf32Setting mode(tf32);
+      const std::vector<Tensor> r = results_of(x32_gpu, on_gpu(to(u, kFloat32)));
+      for (size_t i = 0; i < r.size(); ++i) {
+        const double relative = max_abs_diff(r[i], truth[i]) / max(abs(truth[i])).item();
+        const std::string& what = names[i];
+        std::printf("[tf32] scan gk=%s gv=%s %s %s: %.2e of the largest value\n", decay_name(l.key).c_str(),
+                    decay_name(l.value).c_str(), tf32 ? "TF32" : "exact", what.c_str(), relative);
+        if (tf32) {
+          EXPECT_LT(relative, 5e-3) << what;
+          EXPECT_GT(relative, 1e-5) << what;
+        } else {
+          EXPECT_LT(relative, 1e-5) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaGatedScan, SequentialRejectsKeyDimAbove256) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Tensor q = on_gpu(random_normal({1, 1, 4, 300}, kFloat32, 70));
   const Tensor v = on_gpu(random_normal({1, 1, 4, 8}, kFloat32, 71));
-  EXPECT_LINEA_ERROR(gated_linear_scan(q, q, v, Tensor(), Tensor()), "gated_scan", "key dims up to 256, got dk = 300");
+  EXPECT_LINEA_ERROR(gated_linear_scan(q, q, v, Tensor(), Tensor(), Tensor(), ScanAlgorithm::Sequential), "gated_scan",
+                     "key dims up to 256, got dk = 300");
+  // The chunked kernels cut any width into tiles.
+  const Tensor o = gated_linear_scan(q, q, v, Tensor(), Tensor());
+  EXPECT_TRUE(std::isfinite(sum(to(o, kCPU)).item()));
 }
 
 }  // namespace

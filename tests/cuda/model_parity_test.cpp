@@ -33,19 +33,24 @@ nn::ModelConfig config_with(char letter) {
   return c;
 }
 
-// |a - e| <= rtol * max|e| + atol, elementwise: gradients of different layers differ in scale by
-// orders of magnitude, and reassociated float32 sums err relative to the tensor, not the element.
-::testing::AssertionResult close_relative_to_max(const Tensor& got, const Tensor& expected, double rtol, double atol) {
-  if (got.shape() != expected.shape())
-    return ::testing::AssertionFailure() << "shapes differ: " << got.describe() << " vs " << expected.describe();
-  const std::vector<double> a = to(got, kCPU).to_vector<double>(), e = expected.to_vector<double>();
-  double scale = 0;
-  for (double x : e) scale = std::max(scale, std::abs(x));
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(std::abs(a[i] - e[i]) <= rtol * scale + atol))
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << e[i] << " (max |e| " << scale
-                                           << ")";
-  return ::testing::AssertionSuccess();
+// In float32 the two devices round differently (the GPU's chunked scan sums in other orders than
+// the CPU's sequential one), and where a layer is ill-conditioned (GLA's identity feature map:
+// scores that cancel, then an output norm) the CPU's own float32 error reaches 3.6e-4 of the
+// largest gradient. So each float32 result is held to the float64 one: the GPU may err by at most
+// rtol of the largest value or twice the CPU's float32 error, whichever is larger.
+::testing::AssertionResult close_to_reference(const Tensor& gpu_result, const Tensor& cpu_result,
+                                              const Tensor& reference, double rtol, double atol) {
+  if (gpu_result.shape() != reference.shape() || cpu_result.shape() != reference.shape())
+    return ::testing::AssertionFailure() << "shapes differ: " << gpu_result.describe() << ", " << cpu_result.describe()
+                                         << " vs " << reference.describe();
+  const Tensor ref = to(reference, kFloat64);
+  const double scale = max(abs(ref)).item();
+  const double gpu_error = max_abs_diff(to(to(gpu_result, kCPU), kFloat64), ref);
+  const double cpu_error = max_abs_diff(to(cpu_result, kFloat64), ref);
+  const double allowed = std::max(rtol * scale, 2 * cpu_error) + atol;
+  if (gpu_error <= allowed) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "the GPU errs by " << gpu_error << ", the CPU by " << cpu_error
+                                       << ", against the largest value " << scale << " (allowed " << allowed << ")";
 }
 
 struct ParityCase {
@@ -55,45 +60,55 @@ struct ParityCase {
 
 class ModelParity : public ::testing::TestWithParam<ParityCase> {};
 
+// The loss, the parameters' gradients (in the models' order) and the logits of ten decoding steps.
+struct ModelResults {
+  Tensor loss;
+  std::vector<std::pair<std::string, Tensor>> grads;
+  std::vector<Tensor> logits;
+};
+
+ModelResults run_model(char letter, DType dtype, Device device) {
+  Generator init(11), data(12);
+  nn::LanguageModel model(config_with(letter), init);
+  model.to(dtype);
+  model.to(device);
+  const Tensor ids = randint(0, kVocab, {3, 21}, kCPU, &data);
+  const Tensor targets = randint(0, kVocab, {3, 21}, kCPU, &data);
+  ModelResults r;
+  r.loss = model.loss(to(ids, device), to(targets, device));
+  backward(r.loss);
+  for (const auto& p : model.named_parameters()) {
+    EXPECT_TRUE(p.tensor.grad().defined()) << p.name << " got no gradient on " << device.str();
+    EXPECT_EQ(p.tensor.grad().device(), device) << p.name;
+    r.grads.emplace_back(p.name, p.tensor.grad().defined() ? to(p.tensor.grad(), kCPU) : Tensor());
+  }
+  // Decoding from the recurrent state (or the KV cache), token by token.
+  NoGradGuard no_grad;
+  auto state = model.init_state(3);
+  for (int64_t t = 0; t < 10; ++t) r.logits.push_back(to(model.step(to(select(ids, 1, t), device), state), kCPU));
+  return r;
+}
+
 TEST_P(ModelParity, LossGradientsAndDecodingMatchTheCpu) {
   LINEA_SKIP_WITHOUT_CUDA();
   const auto [letter, dtype] = GetParam();
   const double rtol = dtype == kFloat64 ? 1e-10 : 2e-4, atol = dtype == kFloat64 ? 1e-12 : 1e-6;
   NoTf32 exact_gemms;
-  Generator init_cpu(11), init_gpu(11), data(12);
-  nn::LanguageModel cpu_model(config_with(letter), init_cpu), gpu_model(config_with(letter), init_gpu);
-  cpu_model.to(dtype);
-  gpu_model.to(dtype);
-  gpu_model.to(gpu());
-  const Tensor ids = randint(0, kVocab, {3, 21}, kCPU, &data);
-  const Tensor targets = randint(0, kVocab, {3, 21}, kCPU, &data);
-
-  const Tensor cpu_loss = cpu_model.loss(ids, targets);
-  const Tensor gpu_loss = gpu_model.loss(on_gpu(ids), on_gpu(targets));
-  EXPECT_TRUE(close_relative_to_max(gpu_loss, cpu_loss, rtol, atol)) << "loss";
-  backward(cpu_loss);
-  backward(gpu_loss);
-  const auto cpu_params = cpu_model.named_parameters(), gpu_params = gpu_model.named_parameters();
-  ASSERT_EQ(cpu_params.size(), gpu_params.size());
-  for (size_t i = 0; i < cpu_params.size(); ++i) {
-    ASSERT_EQ(cpu_params[i].name, gpu_params[i].name);
-    ASSERT_TRUE(gpu_params[i].tensor.grad().defined()) << gpu_params[i].name << " got no gradient on the GPU";
-    EXPECT_TRUE(gpu_params[i].tensor.grad().device().is_cuda()) << gpu_params[i].name;
-    EXPECT_TRUE(close_relative_to_max(gpu_params[i].tensor.grad(), cpu_params[i].tensor.grad(), rtol, atol))
-        << "gradient of " << cpu_params[i].name;
+  const ModelResults cpu_run = run_model(letter, dtype, kCPU), gpu_run = run_model(letter, dtype, gpu());
+  // float64 is its own reference; float32 is held to float64 (close_to_reference).
+  const ModelResults reference = dtype == kFloat64 ? cpu_run : run_model(letter, kFloat64, kCPU);
+  EXPECT_TRUE(close_to_reference(gpu_run.loss, cpu_run.loss, reference.loss, rtol, atol)) << "loss";
+  ASSERT_EQ(cpu_run.grads.size(), gpu_run.grads.size());
+  for (size_t i = 0; i < cpu_run.grads.size(); ++i) {
+    const auto& [name, cpu_grad] = cpu_run.grads[i];
+    ASSERT_EQ(name, gpu_run.grads[i].first);
+    if (!gpu_run.grads[i].second.defined()) continue;
+    EXPECT_TRUE(close_to_reference(gpu_run.grads[i].second, cpu_grad, reference.grads[i].second, rtol, atol))
+        << "gradient of " << name;
   }
-
-  // Decoding from the recurrent state (or the KV cache) on the GPU follows the CPU step by step.
-  NoGradGuard no_grad;
-  auto cpu_state = cpu_model.init_state(3);
-  auto gpu_state = gpu_model.init_state(3);
-  for (int64_t t = 0; t < 10; ++t) {
-    const Tensor token = select(ids, 1, t);
-    const Tensor cpu_logits = cpu_model.step(token, cpu_state);
-    const Tensor gpu_logits = gpu_model.step(on_gpu(token), gpu_state);
-    ASSERT_TRUE(gpu_logits.device().is_cuda());
-    EXPECT_TRUE(close_relative_to_max(gpu_logits, cpu_logits, rtol, atol)) << "decoding step " << t;
-  }
+  for (size_t t = 0; t < cpu_run.logits.size(); ++t)
+    EXPECT_TRUE(close_to_reference(gpu_run.logits[t], cpu_run.logits[t], reference.logits[t], rtol, atol))
+        << "decoding step " << t;
 }
 
 std::vector<ParityCase> every_letter_in_both_dtypes() {

@@ -1,6 +1,13 @@
-# The PyTorch anchors this session needs, from ../shared/bench/torch_bench.py's own functions:
-# SDPA causal fwd+bwd in fp32 at T = 1k, 4k, 16k (B=8, H=8, d=64, as `linea bench attention`);
-# the standard training step for softmax (eager and torch.compile) and ReGLA (fla, eager).
+# The PyTorch anchors, from ../shared/bench/torch_bench.py's own functions, by the names given:
+#   sdpa             SDPA causal fwd+bwd in fp32 at T = 1k, 4k, 16k (B=8, H=8, d=64, as
+#                    `linea bench attention`);
+#   gla_kernel       flash-linear-attention's chunk_gla alone, fwd and fwd+bwd in fp32, at the same
+#                    shapes (torch_bench.bench_kernel, as `linea bench scan --what kernel`), and its
+#                    peak memory;
+#   softmax_eager, softmax_compile, regla_eager, regla_compile
+#                    the standard training step (fla's chunk_gla for ReGLA).
+# fla's Triton kernels autotune on their first call of each shape (minutes); they keep the
+# results in Triton's cache (TRITON_CACHE_DIR), which tools/gpu/full_run.sh carries between runs.
 import sys, torch
 import torch.nn.functional as F
 sys.path.insert(0, ".gpu")
@@ -20,13 +27,35 @@ def sdpa(T, B=8, H=8, D=64):
     tb.emit(kind="kernel", T=T, B=B, H=H, D=D, prec="fp32", sdpa_causal_ms=round(tb.cuda_time(f), 3))
 
 
+def gla_kernel(T, B=8, H=8, D=64):
+    tb.bench_kernel(T, "fp32")  # emits chunk_gla's fwd+bwd and fwd times (and SDPA's)
+    # Peak memory of one fwd+bwd beyond the inputs, as `linea bench scan` measures its own.
+    q, k = (torch.rand(B, T, H, D, device="cuda", requires_grad=True) for _ in range(2))
+    v = torch.randn(B, T, H, D, device="cuda", requires_grad=True)
+    g = F.logsigmoid(torch.randn(B, T, H, D, device="cuda") + 3).requires_grad_(True)
+    do = torch.randn(B, T, H, D, device="cuda")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    o, _ = tb.chunk_gla(q, k, v, g, scale=0.1)
+    o.backward(do)
+    torch.cuda.synchronize()
+    tb.emit(kind="kernel_memory", T=T, prec="fp32",
+            fla_chunk_gla_peak_mib=round((torch.cuda.max_memory_allocated() - before) / 2**20, 1))
+
+
 for what in sys.argv[1].split(","):
     if what == "sdpa":
         for T in (1024, 4096, 16384):
             sdpa(T)
+    elif what == "gla_kernel":
+        for T in (1024, 4096, 16384):
+            gla_kernel(T)
     elif what == "softmax_eager":
         tb.bench_train("softmax", "-", "fp32", False, cfg)
     elif what == "softmax_compile":
         tb.bench_train("softmax", "-", "fp32", True, cfg)
     elif what == "regla_eager":
         tb.bench_train("regla", "fla", "fp32", False, cfg)
+    elif what == "regla_compile":
+        tb.bench_train("regla", "fla", "fp32", True, cfg)

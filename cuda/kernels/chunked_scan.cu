@@ -1,0 +1,56 @@
+// The chunked gated scan's entry points (gated_scan.h): inputs whose rows are not contiguous are
+// copied, then the kernels of chunked_scan_kernels.cuh run in the precision of the inputs, on the
+// TF32 tensor cores for float32 while TF32 is on (cuda::set_tf32, LINEA_TF32, as for cuBLAS).
+#include <type_traits>
+
+#include "cuda/backend.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/kernels/chunked_scan.h"
+
+namespace linea::cuda {
+
+namespace {
+
+// The layers' (B, T, H, d) projections seen as (B, H, T, d) are read in place.
+Tensor readable(const Tensor& x) {
+  if (!x.defined() || x.size(3) == 1 || x.stride(3) == 1) return x;
+  return contiguous_copy(x);
+}
+
+// Calls f.template operator()<T, kTensorCores>() for the inputs' dtype.
+template <class F>
+void with_precision(const Tensor& q, const char* op, F&& f) {
+  dispatch_floating(q.dtype(), op, [&]<class T>() {
+    if constexpr (std::is_same_v<T, float>) {
+      if (tf32_enabled() && chunked_scan_tf32_available()) f.template operator()<float, true>();
+      else f.template operator()<float, false>();
+    } else {
+      f.template operator()<T, false>();
+    }
+  });
+}
+
+}  // namespace
+
+bool chunked_scan_tf32_available() { return chunked::tf32_available(); }
+
+void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, int device,
+                          cudaStream_t stream) {
+  const Tensor q = readable(in.q), k = readable(in.k), v = readable(in.v), gk = readable(in.gk), gv = readable(in.gv);
+  const ScanTensors rows{q, k, v, gk, gv, in.s0};
+  with_precision(q, "gated_scan", [&]<class T, bool kTensorCores>() {
+    chunked::forward<T, kTensorCores>(rows, out, final_state, device, stream);
+  });
+}
+
+void chunked_scan_backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads,
+                           int device, cudaStream_t stream) {
+  const Tensor q = readable(in.q), k = readable(in.k), v = readable(in.v), gk = readable(in.gk), gv = readable(in.gv);
+  const ScanTensors rows{q, k, v, gk, gv, in.s0};
+  const Tensor dout_rows = readable(dout);
+  with_precision(q, "gated_scan_backward", [&]<class T, bool kTensorCores>() {
+    chunked::backward<T, kTensorCores>(rows, dout_rows, dfinal, grads, device, stream);
+  });
+}
+
+}  // namespace linea::cuda

@@ -1,0 +1,9 @@
+// The chunked gated-scan kernels (chunked_scan_kernels.cuh) in exact float32 (TF32 off).
+#include "cuda/kernels/chunked_scan_kernels.cuh"
+
+namespace linea::cuda::chunked {
+
+template void forward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, int, cudaStream_t);
+template void backward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, int, cudaStream_t);
+
+}  // namespace linea::cuda::chunked

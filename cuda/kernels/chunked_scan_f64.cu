@@ -1,0 +1,9 @@
+// The chunked gated-scan kernels (chunked_scan_kernels.cuh) in float64.
+#include "cuda/kernels/chunked_scan_kernels.cuh"
+
+namespace linea::cuda::chunked {
+
+template void forward<double, false>(const ScanTensors&, const Tensor&, const Tensor&, int, cudaStream_t);
+template void backward<double, false>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, int, cudaStream_t);
+
+}  // namespace linea::cuda::chunked

@@ -1,0 +1,925 @@
+#pragma once
+// The gated linear attention recurrence (tensor/backend.h: gated_scan) in chunked form, with the
+// products on the tensor cores: what the linear layers run on CUDA by default. The sequential
+// kernels of gated_scan.cu compute the same thing one step at a time (ScanAlgorithm::Sequential).
+// The kernels are templates over the precision; chunked_scan_{tf32,f32,f64}.cu instantiate one
+// precision each (so that they compile in parallel) and chunked_scan.cu picks one.
+//
+// The recurrence, per sequence (batch element and head), with Dv_t = diag(exp(gv_t)) and
+// Dk_t = diag(exp(gk_t)):  S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T,  o_t = S_t q_t.
+//
+// ---- Tiles. Rows of S (value channels) never mix, nor do its columns (key channels): a tile of
+// up to 64 x 64 of S evolves on its own, and o is the sum over key tiles of each tile's output. So
+// dk and dv are cut into tiles of kWidth = 64 and every kernel works on one (value tile, key
+// tile) pair, a "sub-problem"; sums across tiles (o over key tiles; dq, dk over value tiles; dv
+// over key tiles) go through per-tile partial outputs added afterwards in a fixed order. With
+// head dims up to 64 there is one tile and outputs are written directly.
+//
+// ---- Chunks. Time is cut into chunks of C = 64 positions (32 in float64). Within a chunk, with
+// L_t the log decays summed from the chunk's start through t (per side, chunked_scan.cuh) and h the
+// state before the chunk:
+//   o_t   = exp(Lv_t) * (h (q_t * exp(Lk_t)))  +  A_tt v_t
+//           + sum_{s<t} A_ts (v_s * exp(Lv_t - Lv_s)),    A_ts = sum_i q_ti k_si exp(Lk_ti - Lk_si)
+//   h'    = diag(exp(Lv_last)) h diag(exp(Lk_last)) + sum_s (v_s exp(Lv_last - Lv_s)) (k_s exp(Lk_last - Lk_s))^T
+// Forward, three kernels: chunk_updates computes every chunk's own update of the state (the sum
+// in h' above) in parallel; state_scan carries the state through the chunks, storing the state
+// before every chunk (and the final one) - the only sequential loop, and an elementwise one;
+// chunk_output then computes every chunk's outputs in parallel from its inputs and its state.
+// No T x T matrix, no atomics.
+//
+// ---- Backward, with dh' = dL/dh' the gradient reaching the state after the chunk (from later
+// chunks and the final state):
+//   dh      = diag(exp(Lv_last)) dh' diag(exp(Lk_last)) + sum_t (do_t exp(Lv_t)) (q_t exp(Lk_t))^T
+//   dq_t    = exp(Lk_t) * (h^T (do_t exp(Lv_t))) + sum_{s<=t} dA_ts k_s exp(Lk_t - Lk_s),
+//             dA_ts = sum_j do_tj v_sj exp(Lv_tj - Lv_sj)
+//   dk_s    = sum_{t>=s} dA_ts q_t exp(Lk_t - Lk_s) + exp(Lk_last - Lk_s) * (dh'^T (v_s exp(Lv_last - Lv_s)))
+//   dv_s    = sum_{t>=s} A_ts do_t exp(Lv_t - Lv_s) + exp(Lv_last - Lv_s) * (dh' (k_s exp(Lk_last - Lk_s)))
+// chunk_updates and state_scan run again, for the states and (in reverse) for dh, storing dh' for
+// every chunk; chunk_gradient then does every chunk in parallel.
+// The decay gradients: the usual chunked form (FlashLinearAttention's) is
+//   dgk_t = sum_{u>=t} (q_u dq_u - k_u dk_u) + sum_j dh' * h'
+// but both terms of the difference contain every pair (u, s) with t <= s <= u, the large
+// undecayed s = u terms among them, while the result only has the pairs that span t (s < t <= u):
+// with closed gates it is the difference of two numbers near 1 that should be near 0 (in float64
+// 1e-6 relative error at the gate floor, in float32 none left). chunk_gradient forms it from the
+// spanning pairs and the remaining decayed ones:
+//   dgk_t = sum_{u>=t} (q_u dq~_u - k_u dk~_u) + sum_{s<t} k_s dk^state_s + sum_j dh' * (Dv_last h Dk_last)
+// with dq~ and dk~ the intra-chunk parts without their s = u terms (the score stripes keep those
+// apart) and dk^state the second term of dk_s; likewise dgv with o~ do, v dv~ and v dv^state.
+//
+// ---- Two ways through a chunk. Most chunks decay little: when every channel's decay over the
+// whole chunk is at least exp(-kMildLogDecay), the decays factor out of the products exactly:
+// exp(L_t - L_s) = exp(L_t) exp(-L_s), with every factor between exp(-64) and exp(64). The
+// kernels then rescale the operands once (q+ = q exp(Lk_t), k- = k exp(-Lk_s), v- = v exp(-Lv_s),
+// do+ = do exp(Lv_t), dh' exp(Lv_last + Lk_last)), every product is a plain masked matrix product
+// of shared tiles, and each output is rescaled once at the end: o = exp(Lv_t) (A+ v- + q+ h^T ...),
+// dv = exp(-Lv_s) (...), and so on; the decay-gradient terms need no rescaling at all (q dq~ =
+// q+ times dq~'s bracket). Chunks that decay more (gates near 0) go through the sub-blocks of
+// chunked_scan.cuh, where no factor exceeds 1.
+//
+// ---- Precision. On the tensor cores (float32 while TF32 is on) every product's operands are
+// rounded to TF32 and summed in float32; with TF32 off the same kernels run exact float32 fused
+// multiply-adds, and float64 always does. States are float32 (float64) throughout. Log decays are
+// summed per chunk in double, each step floored where its exponential is 0 in the element type (a
+// closed gate gives exactly 0 as it does step by step); every factor is exp of a double, accurate to
+// the element type (chunked_scan.cuh: exp_to).
+//
+// ---- Memory. The forward keeps the inputs only: the backward recomputes the states along with
+// their gradients (the same two kernels). Scratch: the states, the updates and their gradients,
+// 64 x 64 per sub-problem, sequence and chunk each (float32: 16 KB per 64 positions, like one
+// 64-wide activation).
+#include <algorithm>
+#include <memory>
+
+#include "cuda/buffer.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/kernels/chunked_scan.cuh"
+#include "cuda/kernels/chunked_scan.h"
+#include "cuda/launch.cuh"
+
+namespace linea::cuda::chunked {
+
+// The largest decay (as -log) a chunk may have in every channel for the kernels to factor the
+// decays out of its products (the file's header): exp(64) is far from float32's overflow.
+constexpr double kMildLogDecay = 64.0;
+
+// A (B, H, T, width) tensor with a contiguous last dim: element (b, h, t, c) at
+// ptr + b sb + h sh + t st + c. Outputs computed by several sub-problems go through partial sums
+// `part` elements apart (part = 0: one sub-problem writes the tensor directly). `vectors`: every
+// row starts on 16 bytes and the width is a multiple of 16 bytes, so rows load 16 bytes at a time.
+template <class T>
+struct Operand {
+  T* ptr = nullptr;
+  int64_t sb = 0, sh = 0, st = 0, part = 0;
+  bool vectors = false;
+  __device__ __forceinline__ T* at(int64_t b, int64_t h, int64_t p, int64_t index) const {
+    return ptr + index * part + b * sb + h * sh + p * st;
+  }
+};
+
+template <class T>
+struct ScanArgs {
+  Operand<const T> q, k, v, gk, gv, dout;                    // gk, gv, dout null where absent
+  Operand<T> out, grad_q, grad_k, grad_v, grad_gk, grad_gv;  // null where not wanted
+  const T *s0, *dfinal;                                      // (B, H, dv, dk) contiguous, or null (zeros)
+  T *final_state, *dinitial;                                 // likewise, or null
+  T *states, *dstates;      // kWidth x kWidth per sub-problem, sequence and slot
+  T *updates, *dupdates;    // each chunk's own update of the state (U) and of its gradient (W)
+  T* decays;                // each chunk's exp(Lv_last), exp(Lk_last): 2 kWidth
+  int64_t heads, sequences, steps, dk, dv, chunks;
+  int key_tiles, value_tiles, key_mode, value_mode;
+};
+
+// A block's sub-problem (value tile, key tile), sequence and a third index (chunk, or part of the
+// state), from its number block = (sub_problem * sequences + seq) * count + index.
+struct Place {
+  int vt, kt;
+  int64_t b, h, seq, index;
+};
+template <class T>
+__device__ __forceinline__ Place place_of(const ScanArgs<T>& a, int64_t count, int64_t block = blockIdx.x) {
+  const int64_t index = block % count, rest = block / count;
+  const int64_t seq = rest % a.sequences, sp = rest / a.sequences;
+  return {static_cast<int>(sp / a.key_tiles), static_cast<int>(sp % a.key_tiles), seq / a.heads, seq % a.heads, seq,
+          index};
+}
+
+// The state tile of a sub-problem, sequence and slot in a states buffer with `slots` per sequence.
+template <class T>
+__device__ __forceinline__ T* state_tile(T* base, const ScanArgs<T>& a, const Place& p, int64_t slots, int64_t slot) {
+  const int64_t sp = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
+  return base + ((sp * a.sequences + p.seq) * slots + slot) * kWidth * kWidth;
+}
+
+// Log decays at or below this give exactly exp = 0 in the element type.
+template <class T>
+__device__ __forceinline__ double log_decay_floor() {
+  return sizeof(T) == 4 ? -110.0 : -1000.0;
+}
+
+// ---- loading ----------------------------------------------------------------------------------
+
+// 16 bytes from global to shared memory without going through registers (sm_80 and newer), the
+// bytes past `bytes` zero-filled; a plain copy on older GPUs. cp_async_wait_all waits for this
+// thread's copies; a __syncthreads after it makes every thread's visible.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes));
+#else
+  *static_cast<float4*>(smem) = bytes > 0 ? *static_cast<const float4*>(gmem) : make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+// Positions [p0, p0 + rows) x channels [c0, c0 + cols) of x (channels < width) for (b, h) into a
+// shared tile with rows of P elements; zeros outside the sequence and the channels. Asynchronous
+// when x's rows allow 16-byte copies (wait with cp_async_wait_all), else loads kUnroll elements
+// per thread at a time.
+template <class T, int kThreads, int P>
+__device__ void load_tile(T* __restrict__ dst, const Operand<const T>& x, const Place& p, int64_t p0, int rows,
+                          int64_t steps, int64_t c0, int cols, int64_t width) {
+  const T* __restrict__ base = x.at(p.b, p.h, 0, 0);
+  if (x.vectors && cols % (16 / sizeof(T)) == 0) {
+    constexpr int V = 16 / sizeof(T);
+    const int vcols = cols / V;
+    for (int e = threadIdx.x; e < rows * vcols; e += kThreads) {
+      const int r = e / vcols, c = V * (e % vcols);
+      const int64_t pos = p0 + r, ch = c0 + c;
+      const bool in = pos < steps && ch < width;
+      cp_async16(dst + r * P + c, in ? base + pos * x.st + ch : base, in ? 16 : 0);
+    }
+    return;
+  }
+  constexpr int kUnroll = 8;
+  const int n = rows * cols;
+  for (int e0 = threadIdx.x; e0 < n; e0 += kUnroll * kThreads) {
+    T values[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * kThreads, r = e / cols, c = e % cols;
+      const int64_t pos = p0 + r, ch = c0 + c;
+      values[u] = e < n && pos < steps && ch < width ? __ldg(base + pos * x.st + ch) : T(0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < n) dst[(e / cols) * P + e % cols] = values[u];
+    }
+  }
+}
+
+// One side's raw log decays over the chunk's positions: channels [c0, c0 + cols) into a tile, or
+// for one decay per step a column (dst[r * P]).
+template <class T, int kThreads, int P>
+__device__ void load_decays(T* dst, const Operand<const T>& g, int mode, const Place& p, int64_t p0, int rows,
+                            int64_t steps, int64_t c0, int cols, int64_t width) {
+  if (mode == kChannelDecay) load_tile<T, kThreads, P>(dst, g, p, p0, rows, steps, c0, cols, width);
+  else if (mode == kScalarDecay) load_tile<T, kThreads, P>(dst, g, p, p0, rows, steps, 0, 1, 1);
+}
+
+// A contiguous kWidth x kWidth state tile into shared rows of P (asynchronously).
+template <class T, int kThreads, int P>
+__device__ void load_state_tile(T* dst, const T* src) {
+  constexpr int V = 16 / sizeof(T), vcols = kWidth / V;
+  for (int e = threadIdx.x; e < kWidth * vcols; e += kThreads) {
+    const int r = e / vcols, c = V * (e % vcols);
+    cp_async16(dst + r * P + c, src + r * kWidth + c, 16);
+  }
+}
+
+// The sums L_t (the file's header) of one side's raw decays (load_decays' tile, steps floored),
+// in double: per column, or one column for one decay per step.
+template <class T, int kThreads, int P, int LP>
+__device__ void sum_log_decays(double* __restrict__ L, const T* __restrict__ raw, int mode, int rows, int cols) {
+  if (mode == kNoDecay) return;
+  const bool scalar = mode == kScalarDecay;
+  for (int c = threadIdx.x; c < (scalar ? 1 : cols); c += kThreads) {
+    double sum = 0;
+    for (int r = 0; r < rows; ++r) {
+      sum += max(static_cast<double>(raw[r * P + c]), log_decay_floor<T>());
+      L[scalar ? r : r * LP + c] = sum;
+    }
+  }
+}
+
+// ---- state rows ---------------------------------------------------------------------------------
+
+// The warp's 16 rows (from row0) of a kWidth x kWidth state tile (row-major, in global scratch) in
+// the accumulator layout, stored.
+template <class T>
+__device__ void store_state_rows(const T (&acc)[8][4], T* tile, int row0) {
+  const FragmentLane l = fragment_lane();
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tile[(row0 + fragment_row(l, e)) * kWidth + fragment_col(l, n, e)] = acc[n][e];
+}
+
+// The same rows of a (B, H, dv, dk) tensor (the initial or final state, or their gradients), at
+// the sub-problem's tiles; zeros outside dv x dk (and for a null tensor) on loading.
+template <class T>
+__device__ void load_state_rows(T (&acc)[8][4], const T* x, const ScanArgs<T>& a, const Place& p, int row0) {
+  const FragmentLane l = fragment_lane();
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t j = kWidth * p.vt + row0 + fragment_row(l, e), i = kWidth * p.kt + fragment_col(l, n, e);
+      acc[n][e] = x != nullptr && j < a.dv && i < a.dk ? x[(p.seq * a.dv + j) * a.dk + i] : T(0);
+    }
+}
+template <class T>
+__device__ void store_state_rows(const T (&acc)[8][4], T* x, const ScanArgs<T>& a, const Place& p, int row0) {
+  const FragmentLane l = fragment_lane();
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t j = kWidth * p.vt + row0 + fragment_row(l, e), i = kWidth * p.kt + fragment_col(l, n, e);
+      if (j < a.dv && i < a.dk) x[(p.seq * a.dv + j) * a.dk + i] = acc[n][e];
+    }
+}
+
+// ---- the states: each chunk's own update, then a scan over the chunks -------------------------
+//
+// The state after chunk n is  h_{n+1} = diag(ev_n) h_n diag(ek_n) + U_n  with ev_n = exp(Lv_last)
+// and ek_n = exp(Lk_last) the chunk's decays and U_n = sum_s (v_s exp(Lv_last - Lv_s))
+// (k_s exp(Lk_last - Lk_s))^T its own contribution; backward, the gradient before the chunk is
+// dh_n = diag(ev_n) dh_{n+1} diag(ek_n) + W_n  with W_n = sum_t (do_t exp(Lv_t)) (q_t exp(Lk_t))^T.
+// U_n and W_n need only chunk n's inputs: chunk_updates computes them for every chunk at once, on
+// the tensor cores. What is left sequential is elementwise: state_scan walks the chunks with a few
+// elements of the 64 x 64 state per thread, and no product or exponential on its critical path.
+
+constexpr int kUpdateWarps = 4;  // chunk_updates: 16 rows of the 64 x 64 update per warp
+constexpr int kScanThreads = 256;
+constexpr int kScanBlocks = 4;   // state_scan blocks per (sub-problem, sequence): 1024 elements each
+
+// Where chunk_updates leaves a chunk's update (U or W: kWidth x kWidth) and its decays (ev then
+// ek: 2 kWidth), per sub-problem, sequence and chunk.
+template <class T>
+__device__ __forceinline__ T* update_tile(T* base, const ScanArgs<T>& a, const Place& p, int64_t chunk) {
+  return state_tile(base, a, p, a.chunks, chunk);
+}
+template <class T>
+__device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const Place& p, int64_t chunk) {
+  const int64_t sp = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
+  return base + ((sp * a.sequences + p.seq) * a.chunks + chunk) * 2 * kWidth;
+}
+
+// One side's factors over the chunk, applied in place: with L_t the decays summed from the chunk's
+// start through t (floored steps, in double), rows of `to_end` (null: none) are multiplied by
+// exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] receives
+// exp(L_last). `raw` holds the side's raw decays (a tile, or one column for one decay per step);
+// for one decay per step the per-row factors go through raw's columns 0 and 1 first.
+template <class T, int kThreads, int P>
+__device__ void apply_decays(T* raw, int mode, T* to_end, T* from_start, T* last, int rows, int cols) {
+  if (mode == kNoDecay) {
+    for (int c = threadIdx.x; c < cols; c += kThreads) last[c] = T(1);
+    return;
+  }
+  const bool scalar = mode == kScalarDecay;
+  for (int c = threadIdx.x; c < (scalar ? 1 : cols); c += kThreads) {
+    double total = 0;
+    for (int t = 0; t < rows; ++t) total += max(static_cast<double>(raw[t * P + c]), log_decay_floor<T>());
+    double prefix = 0;
+    for (int t = 0; t < rows; ++t) {
+      prefix += max(static_cast<double>(raw[t * P + c]), log_decay_floor<T>());
+      const T end_factor = exp_to<T>(total - prefix), start_factor = exp_to<T>(prefix);
+      if (scalar) {
+        raw[t * P] = end_factor;
+        raw[t * P + 1] = start_factor;
+        continue;
+      }
+      if (to_end != nullptr) to_end[t * P + c] *= end_factor;
+      if (from_start != nullptr) from_start[t * P + c] *= start_factor;
+    }
+    last[c] = exp_to<T>(total);
+  }
+  if (!scalar) return;
+  __syncthreads();
+  for (int e = threadIdx.x; e < rows * cols; e += kThreads) {
+    const int t = e / cols, c = e % cols;
+    if (to_end != nullptr) to_end[t * P + c] *= raw[t * P];
+    if (from_start != nullptr) from_start[t * P + c] *= raw[t * P + 1];
+  }
+  for (int c = threadIdx.x; c < cols; c += kThreads) last[c] = last[0];
+}
+
+// One block per (sub-problem, sequence, chunk): the chunk's update U (kForward) and W (kBackward)
+// and its decays (see above), each warp 16 rows (value channels) of the 64 x 64 updates.
+template <class T, bool kTensorCores, bool kForward, bool kBackward>
+__global__ void __launch_bounds__(32 * kUpdateWarps) chunk_updates_kernel(ScanArgs<T> a) {
+  using G = Geometry<T>;
+  constexpr int C = G::kChunk, P = G::kPitch, N = 32 * kUpdateWarps;
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  T* sk = reinterpret_cast<T*>(smem_bytes);  // k, scaled to the chunk's end (U)
+  T* sv = sk + C * P;                        // v, likewise
+  T* sq = sv + C * P;                        // q, scaled from the chunk's start (W)
+  T* sdo = sq + C * P;                       // dout, likewise
+  T* sgk = sdo + C * P;                      // raw decays, then scratch
+  T* sgv = sgk + C * P;
+  T* key_last = sgv + C * P;                 // exp(Lk_last), exp(Lv_last): kWidth each
+  T* value_last = key_last + kWidth;
+
+  const Place p = place_of(a, a.chunks);
+  const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
+  if (kForward) {
+    load_tile<T, N, P>(sk, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
+    load_tile<T, N, P>(sv, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
+  }
+  if (kBackward) {
+    load_tile<T, N, P>(sq, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
+    load_tile<T, N, P>(sdo, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
+  }
+  load_decays<T, N, P>(sgk, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_decays<T, N, P>(sgv, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
+  cp_async_wait_all();
+  __syncthreads();
+  apply_decays<T, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, C, kWidth);
+  apply_decays<T, N, P>(sgv, a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last, C, kWidth);
+  __syncthreads();
+
+  const int w = threadIdx.x / 32, row0 = kSub * w;
+  T* decays = chunk_decays(a.decays, a, p, p.index);
+  for (int c = threadIdx.x; c < kWidth; c += N) {
+    decays[c] = value_last[c];
+    decays[kWidth + c] = key_last[c];
+  }
+  auto update = [&](const T* values, const T* keys, T* out) {
+    T acc[8][4];
+    zero(acc);
+    warp_product<kTensorCores>(acc, C, 0, 8, [&](int r, int s) { return values[s * P + row0 + r]; },
+                               [&](int s, int i) { return keys[s * P + i]; });
+    store_state_rows(acc, update_tile(out, a, p, p.index), row0);
+  };
+  if (kForward) update(sv, sk, a.updates);
+  if (kBackward) update(sdo, sq, a.dupdates);
+}
+
+// The scans over chunks (see above). Blocks [0, half) run the forward one, storing the state
+// before each chunk in slot n of `states` (slot chunks: the final state, also to final_state);
+// blocks [half, 2 half) (backward only) the backward one from dfinal, storing the gradient after
+// chunk n in slot n of `dstates` and dL/dS_0 in dinitial. A block holds a quarter of one
+// sub-problem's state tile, 4 elements per thread; the next chunk's update and decays are loaded
+// before the current one is applied, so the loop waits on memory once per chunk.
+template <class T>
+__global__ void __launch_bounds__(kScanThreads) state_scan_kernel(ScanArgs<T> a, int64_t half) {
+  constexpr int E = kWidth * kWidth / (kScanBlocks * kScanThreads);  // elements per thread
+  const bool backward = blockIdx.x >= half;
+  const Place where = place_of(a, kScanBlocks, backward ? blockIdx.x - half : blockIdx.x);  // index: the quarter
+  int elements[E];
+  T h[E];
+  const T* init = backward ? a.dfinal : a.s0;
+  for (int u = 0; u < E; ++u) {
+    elements[u] = static_cast<int>(where.index) * kScanThreads * E + u * kScanThreads + threadIdx.x;
+    const int64_t j = kWidth * where.vt + elements[u] / kWidth, i = kWidth * where.kt + elements[u] % kWidth;
+    h[u] = init != nullptr && j < a.dv && i < a.dk ? init[(where.seq * a.dv + j) * a.dk + i] : T(0);
+  }
+  T* out = backward ? a.dstates : a.states;
+  const T* updates = backward ? a.dupdates : a.updates;
+  const int64_t slots = backward ? a.chunks : a.chunks + 1;
+  auto chunk_at = [&](int64_t step) { return backward ? a.chunks - 1 - step : step; };
+  T next_update[E], next_ev[E], next_ek[E];
+  auto fetch = [&](int64_t n) {
+    const T* u = update_tile(const_cast<T*>(updates), a, where, n);
+    const T* d = chunk_decays(a.decays, a, where, n);
+    for (int x = 0; x < E; ++x) {
+      next_update[x] = __ldg(u + elements[x]);
+      next_ev[x] = __ldg(d + elements[x] / kWidth);
+      next_ek[x] = __ldg(d + kWidth + elements[x] % kWidth);
+    }
+  };
+  fetch(chunk_at(0));
+  for (int64_t step = 0; step < a.chunks; ++step) {
+    const int64_t n = chunk_at(step);
+    T* tile = state_tile(out, a, where, slots, n);
+    T update[E], ev[E], ek[E];
+    for (int x = 0; x < E; ++x) update[x] = next_update[x], ev[x] = next_ev[x], ek[x] = next_ek[x];
+    if (step + 1 < a.chunks) fetch(chunk_at(step + 1));
+    for (int x = 0; x < E; ++x) {
+      tile[elements[x]] = h[x];
+      h[x] = h[x] * ev[x] * ek[x] + update[x];
+    }
+  }
+  T* final_out = backward ? a.dinitial : a.final_state;
+  if (!backward) {
+    T* tile = state_tile(a.states, a, where, slots, a.chunks);
+    for (int x = 0; x < E; ++x) tile[elements[x]] = h[x];
+  }
+  if (final_out == nullptr) return;
+  for (int x = 0; x < E; ++x) {
+    const int64_t j = kWidth * where.vt + elements[x] / kWidth, i = kWidth * where.kt + elements[x] % kWidth;
+    if (j < a.dv && i < a.dk) final_out[(where.seq * a.dv + j) * a.dk + i] = h[x];
+  }
+}
+
+// ---- the per-chunk kernels: shared tiles -------------------------------------------------------
+
+// The per-chunk kernels' shared memory, carved in this order.
+template <class T>
+struct ChunkTiles {
+  using G = Geometry<T>;
+  static constexpr int kTile = G::kChunk * G::kPitch;    // positions x channels
+  static constexpr int kLog = G::kChunk * G::kLogPitch;  // cumulative log decays (double)
+  static constexpr int kState = kWidth * G::kPitch;      // a state tile
+  static constexpr int kStripes = G::kStripes * kSub * G::kStripePitch;
+  double *Lk, *Lv;             // the two sides' cumulative log decays
+  T *q, *k, *v, *h;            // forward and backward (the backward's dout and dh follow)
+  T *dout, *dh;                // backward only
+  T *w, *z;                    // the raw decays while loading; in the backward, the decay gradients' terms
+  T *stripes, *diag;           // each warp's score stripe and its s = t terms
+  T *key_last, *value_last;    // exp(Lk_last), exp(Lv_last) per channel (mild chunks)
+  T *gk_state, *gv_state;      // backward: the decayed-h terms of the decay gradients (kWidth each)
+
+  __device__ ChunkTiles(unsigned char* bytes, bool backward) {
+    Lk = reinterpret_cast<double*>(bytes);
+    Lv = Lk + kLog;
+    T* x = reinterpret_cast<T*>(Lv + kLog);
+    auto take = [&x](int n) { T* p = x; x += n; return p; };
+    q = take(kTile), k = take(kTile), v = take(kTile), h = take(kState);
+    if (backward) dout = take(kTile), dh = take(kState);
+    w = take(kTile), z = take(kTile);
+    stripes = take(kStripes), diag = take(G::kStripes * kSub);
+    key_last = take(kWidth), value_last = take(kWidth);
+    if (backward) gk_state = take(kWidth), gv_state = take(kWidth);
+  }
+  static constexpr size_t bytes(bool backward) {
+    return sizeof(double) * 2 * kLog + sizeof(T) * (5 * kTile + kState + kStripes + G::kStripes * kSub + 2 * kWidth +
+                                                    (backward ? kTile + kState + 2 * kWidth : 0));
+  }
+};
+
+// Loads what the per-chunk kernels read (q, k and the key side's decays over the key tile; v, and
+// in the backward dout, and the value side's decays over the value tile; the state before the
+// chunk, and in the backward dh'), sums the decays, and decides the chunk's way (the file's
+// header): returns whether it is mild, after rescaling the operands for that way (and filling
+// key_last, value_last). Ends with a __syncthreads.
+template <class T>
+__device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
+  using G = Geometry<T>;
+  constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads, last = C - 1;
+  const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
+  load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_decays<T, N, P>(s.w, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
+  load_decays<T, N, P>(s.z, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
+  load_state_tile<T, N, P>(s.h, state_tile(a.states, a, p, a.chunks + 1, p.index));
+  if (backward) {
+    load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
+    load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, a, p, a.chunks, p.index));
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  sum_log_decays<T, N, P, LP>(s.Lk, s.w, a.key_mode, C, kWidth);
+  sum_log_decays<T, N, P, LP>(s.Lv, s.z, a.value_mode, C, kWidth);
+  __syncthreads();
+  const Side<T> key{s.Lk, a.key_mode}, value{s.Lv, a.value_mode};
+  bool mild_here = true;
+  for (int c = threadIdx.x; c < kWidth; c += N)
+    mild_here = mild_here && key.at(last, c) >= -kMildLogDecay && value.at(last, c) >= -kMildLogDecay;
+  const bool mild = __syncthreads_and(mild_here);
+  if (!mild) return false;
+  for (int c = threadIdx.x; c < kWidth; c += N) {
+    s.key_last[c] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(key.at(last, c));
+    s.value_last[c] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(value.at(last, c));
+  }
+  // q+ = q exp(Lk_t), k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t).
+  for (int e = threadIdx.x; e < C * kWidth; e += N) {
+    const int t = e / kWidth, c = e % kWidth;
+    if (a.key_mode != kNoDecay) {
+      const double l = key.at(t, c);
+      s.q[t * P + c] *= exp_to<T>(l);
+      s.k[t * P + c] *= exp_to<T>(-l);
+    }
+    if (a.value_mode != kNoDecay) {
+      const double l = value.at(t, c);
+      s.v[t * P + c] *= exp_to<T>(-l);
+      if (backward) s.dout[t * P + c] *= exp_to<T>(l);
+    }
+  }
+  __syncthreads();
+  return true;
+}
+
+// Calls f(n, e, position, column) for every accumulator element of warp a's rows (position =
+// 16 a + row, the chunk position).
+template <class F>
+__device__ __forceinline__ void for_each_element(int a, const F& f) {
+  const FragmentLane l = fragment_lane();
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(n, e, kSub * a + fragment_row(l, e), fragment_col(l, n, e));
+}
+
+// Writes warp a's 16 rows x 64 channels of x to an output (partial sum `part`), skipping
+// positions past the sequence and channels past `width`.
+template <class T>
+__device__ void store_rows(const T (&x)[8][4], const Operand<T>& out, const Place& p, int64_t part, int a,
+                           int64_t steps, int64_t c0, int64_t width) {
+  if (out.ptr == nullptr) return;
+  const int64_t p0 = p.index * Geometry<T>::kChunk;
+  for_each_element(a, [&](int n, int e, int t, int c) {
+    if (p0 + t < steps && c0 + c < width) out.at(p.b, p.h, p0 + t, part)[c0 + c] = x[n][e];
+  });
+}
+
+// The inter-chunk terms: products of rows of X, decayed, with a state tile M (rows: value channels
+// j, columns: key channels i, in shared memory):
+//   through_state<false>  out[r][j] = sum_i X[t][i] f(t, i) M[j][i]     (o: X = q, M = h)
+//   through_state<true>   out[r][i] = sum_j X[t][j] f(t, j) M[j][i]     (dq: X = dout, M = h)
+// with f = exp(L_t) of the contracted side, or with `to_end` the decay from t to the chunk's end,
+// exp(L_last - L_t) (dv: X = k, M = dh'; dk: X = v, M = dh'); f = 1 without decay. A mild chunk's
+// operands carry exp(-L_t) already: there f is the channel's exp(L_last) (`channel_factor`).
+template <bool kTensorCores, bool kTransposed, class T>
+__device__ void through_state(T (&out)[8][4], const T* X, const Side<T>& side, const T* M, int a, bool to_end,
+                              const T* channel_factor = nullptr) {
+  constexpr int P = Geometry<T>::kPitch, last = Geometry<T>::kChunk - 1;
+  const int r0 = kSub * a;
+  const bool decays = side.mode != kNoDecay;
+  warp_product<kTensorCores>(
+      out, kWidth, 0, 8,
+      [&](int r, int c) {
+        const int t = r0 + r;
+        const T x = X[t * P + c];
+        if (channel_factor != nullptr) return x * channel_factor[c];
+        return decays ? x * exp_to<T>(to_end ? side.at(last, c) - side.at(t, c) : side.at(t, c)) : x;
+      },
+      [&](int c, int n) { return kTransposed ? M[c * P + n] : M[n * P + c]; });
+}
+
+// ---- chunk_output ----------------------------------------------------------------------------
+
+// One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
+// from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
+template <class T, bool kTensorCores>
+__global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_output_kernel(ScanArgs<T> a) {
+  using G = Geometry<T>;
+  constexpr int P = G::kPitch;
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  const ChunkTiles<T> s(smem_bytes, false);
+  const Place p = place_of(a, a.chunks);
+  const bool mild = prepare_chunk(s, a, p, false);
+
+  const int w = threadIdx.x / 32, r0 = kSub * w;
+  T* stripe = s.stripes + w * kSub * G::kStripePitch;
+  T* diag = s.diag + w * kSub;
+  const Side<T> value{s.Lv, a.value_mode};
+  // The sides the products see: none once the decays are factored out of the operands.
+  const Side<T> key_p{s.Lk, mild ? kNoDecay : a.key_mode}, value_p{s.Lv, mild ? kNoDecay : a.value_mode};
+  score_stripe<kTensorCores, true>(stripe, diag, s.q, s.k, key_p, w);  // A
+  T o[8][4], inter[8][4];
+  zero(o);
+  decayed_product<kTensorCores, true>(o, stripe, s.v, value_p, w);
+  zero(inter);
+  through_state<kTensorCores, false>(inter, s.q, key_p, s.h, w, false);
+  for_each_element(w, [&](int n, int e, int t, int j) {
+    const T decay = value.mode == kNoDecay ? T(1) : exp_to<T>(value.at(t, j));  // exp(Lv_t)
+    const T sum = o[n][e] + diag[t - r0] * s.v[t * P + j];
+    o[n][e] = mild ? (sum + inter[n][e]) * decay : sum + inter[n][e] * decay;
+  });
+  store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);
+}
+
+// ---- chunk_gradient ----------------------------------------------------------------------------
+
+// The decay gradient of one side over the chunk, from the block's per-position terms (see the
+// file's header): dg_t = sum_{u >= t} w_u + sum_{s < t} z_s + state_term, per channel, or summed
+// over channels for one decay per step. Overwrites w.
+template <class T>
+__device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int mode, const Operand<T>& out,
+                                     const Place& p, int64_t part, int64_t steps, int64_t c0, int64_t width) {
+  using G = Geometry<T>;
+  constexpr int C = G::kChunk, P = G::kPitch, N = G::kThreads;
+  if (mode == kNoDecay || out.ptr == nullptr) return;  // the same for the whole block
+  for (int c = threadIdx.x; c < kWidth; c += N) {
+    T suffix = 0;
+    for (int t = C - 1; t >= 0; --t) w[t * P + c] = suffix += w[t * P + c];
+    T prefix = state_term[c];
+    for (int t = 0; t < C; ++t) {
+      w[t * P + c] += prefix;
+      prefix += z[t * P + c];
+    }
+  }
+  __syncthreads();
+  const int64_t p0 = p.index * C;
+  if (mode == kChannelDecay) {
+    for (int e = threadIdx.x; e < C * kWidth; e += N) {
+      const int t = e / kWidth, c = e % kWidth;
+      if (p0 + t < steps && c0 + c < width) out.at(p.b, p.h, p0 + t, part)[c0 + c] = w[t * P + c];
+    }
+    return;
+  }
+  for (int t = threadIdx.x; t < C; t += N) {
+    T sum = 0;
+    for (int c = 0; c < kWidth; ++c) sum += w[t * P + c];
+    if (p0 + t < steps) *out.at(p.b, p.h, p0 + t, part) = sum;
+  }
+}
+
+// One block per (sub-problem, sequence, chunk): dq, dk over the key tile (partial sums over value
+// tiles), dv over the value tile (partial over key tiles), and both decay gradients. In a mild chunk
+// the tiles hold q+, k-, v-, do+ (prepare_chunk), the products run without decay, and each
+// gradient's chunk part is rescaled at the end; the terms through dh' keep the decay to the
+// chunk's end (<= 1) as a factor of their own, so no two large factors meet.
+template <class T, bool kTensorCores>
+__global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_gradient_kernel(ScanArgs<T> a) {
+  using G = Geometry<T>;
+  constexpr int P = G::kPitch, N = G::kThreads, last = G::kChunk - 1;
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  const ChunkTiles<T> s(smem_bytes, true);
+  const Place p = place_of(a, a.chunks);
+  const bool mild = prepare_chunk(s, a, p, true);
+  const int64_t kc = kWidth * p.kt, vc = kWidth * p.vt;
+
+  const Side<T> key{s.Lk, a.key_mode}, value{s.Lv, a.value_mode};
+  const Side<T> key_p{s.Lk, mild ? kNoDecay : a.key_mode}, value_p{s.Lv, mild ? kNoDecay : a.value_mode};
+  // exp(L) of a side at (position, channel), 1 without decay.
+  auto decay = [](const Side<T>& side, double l) { return side.mode == kNoDecay ? T(1) : exp_to<T>(l); };
+  // The decay gradients' term of the carried state: dh'_ji exp(Lv_last,j) h_ji exp(Lk_last,i),
+  // summed over rows for the key side and over columns for the value side.
+  const bool decays = a.key_mode != kNoDecay || a.value_mode != kNoDecay;
+  for (int x = threadIdx.x; x < 2 * kWidth; x += N) {
+    const bool key_side = x < kWidth;
+    const int m = key_side ? x : x - kWidth;
+    T sum = 0;
+    for (int o = 0; o < kWidth; ++o) {
+      const int j = key_side ? o : m, i = key_side ? m : o;
+      const T d = decays ? exp_to<T>(value.at(last, j) + key.at(last, i)) : T(1);
+      sum += s.dh[j * P + i] * s.h[j * P + i] * d;
+    }
+    (key_side ? s.gk_state : s.gv_state)[m] = sum;
+  }
+
+  const int w = threadIdx.x / 32, r0 = kSub * w;
+  T* stripe = s.stripes + w * kSub * G::kStripePitch;
+  T* diag = s.diag + w * kSub;
+  T acc[8][4], tmp[8][4];
+  const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
+
+  // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
+  score_stripe<kTensorCores, true>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
+  zero(acc);
+  decayed_product<kTensorCores, true>(acc, stripe, s.v, value_p, w);
+  zero(tmp);
+  through_state<kTensorCores, false>(tmp, s.q, key_p, s.h, w, false);
+  for_each_element(w, [&](int n, int e, int t, int j) {
+    const T inter = mild ? tmp[n][e] : tmp[n][e] * decay(value, value.at(t, j));
+    s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
+  });
+  score_stripe<kTensorCores, false>(stripe, diag, s.q, s.k, key_p, w);  // A, rows s (transposed)
+  zero(acc);
+  decayed_product<kTensorCores, false>(acc, stripe, s.dout, value_p, w);  // dv~
+  zero(tmp);
+  through_state<kTensorCores, false>(tmp, s.k, key_p, s.dh, w, true, mild ? s.key_last : nullptr);
+  for_each_element(w, [&](int n, int e, int t, int j) {
+    const T state = tmp[n][e] * decay(value, value.at(last, j) - value.at(t, j));  // dv^state
+    s.w[t * P + j] -= s.v[t * P + j] * acc[n][e];
+    s.z[t * P + j] = (mild ? s.v[t * P + j] * decay(value, value.at(t, j)) : s.v[t * P + j]) * state;
+    const T dv = acc[n][e] + diag[t - r0] * s.dout[t * P + j];
+    acc[n][e] = (mild ? dv * decay(value, -value.at(t, j)) : dv) + state;
+  });
+  store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
+  __syncthreads();
+  write_decay_gradient(s.w, s.z, s.gv_state, a.value_mode, a.grad_gv, p,
+                       a.value_mode == kScalarDecay ? scalar_part : p.kt, a.steps, vc, a.dv);
+  __syncthreads();
+
+  // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
+  score_stripe<kTensorCores, true>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
+  zero(acc);
+  decayed_product<kTensorCores, true>(acc, stripe, s.k, key_p, w);
+  zero(tmp);
+  through_state<kTensorCores, true>(tmp, s.dout, value_p, s.h, w, false);
+  for_each_element(w, [&](int n, int e, int t, int i) {
+    acc[n][e] += mild ? tmp[n][e] : tmp[n][e] * decay(key, key.at(t, i));  // dq~
+    s.w[t * P + i] = s.q[t * P + i] * acc[n][e];
+    const T dq = acc[n][e] + diag[t - r0] * s.k[t * P + i];
+    acc[n][e] = mild ? dq * decay(key, key.at(t, i)) : dq;
+  });
+  store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
+  score_stripe<kTensorCores, false>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows s (transposed)
+  zero(acc);
+  decayed_product<kTensorCores, false>(acc, stripe, s.q, key_p, w);  // dk~
+  zero(tmp);
+  through_state<kTensorCores, true>(tmp, s.v, value_p, s.dh, w, true, mild ? s.value_last : nullptr);
+  for_each_element(w, [&](int n, int e, int t, int i) {
+    const T state = tmp[n][e] * decay(key, key.at(last, i) - key.at(t, i));  // dk^state
+    s.w[t * P + i] -= s.k[t * P + i] * acc[n][e];
+    s.z[t * P + i] = (mild ? s.k[t * P + i] * decay(key, key.at(t, i)) : s.k[t * P + i]) * state;
+    const T dk = acc[n][e] + diag[t - r0] * s.q[t * P + i];
+    acc[n][e] = (mild ? dk * decay(key, -key.at(t, i)) : dk) + state;
+  });
+  store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
+  __syncthreads();
+  write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,
+                       a.steps, kc, a.dk);
+}
+
+// out (strided) = the sum of n_parts contiguous (sequences, steps, width) partial results, in
+// order of the parts (deterministic).
+template <class T>
+__global__ void add_parts_kernel(Operand<T> out, const T* parts, int n_parts, int64_t heads, int64_t steps,
+                                 int64_t width, int64_t total) {
+  LINEA_GRID_STRIDE_LOOP(e, total) {
+    const int64_t c = e % width, pos = e / width % steps, seq = e / (width * steps);
+    T sum = 0;
+    for (int i = 0; i < n_parts; ++i) sum += parts[i * total + e];
+    out.at(seq / heads, seq % heads, pos, 0)[c] = sum;
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+inline int decay_mode(const Tensor& g) {
+  if (!g.defined()) return kNoDecay;
+  return g.size(3) == 1 ? kScalarDecay : kChannelDecay;
+}
+
+// Whether every row of x starts on 16 bytes and its width fills whole 16-byte pieces.
+template <class T>
+bool rows_in_vectors(const T* ptr, const Tensor& x) {
+  constexpr int64_t V = 16 / sizeof(T);
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && x.size(3) % V == 0 && x.stride(0) % V == 0 &&
+         x.stride(1) % V == 0 && x.stride(2) % V == 0;
+}
+
+template <class T>
+Operand<const T> input_of(const Tensor& x) {
+  if (!x.defined()) return {};
+  const T* ptr = x.data<T>();
+  return {ptr, x.stride(0), x.stride(1), x.stride(2), 0, rows_in_vectors(ptr, x)};
+}
+
+// An output computed as the sum of `parts` partial results: written directly when there is one,
+// else into scratch that add() sums into the output afterwards.
+template <class T>
+class Output {
+ public:
+  Output(const Tensor& out, int64_t parts, int device) : out_(out), parts_(parts) {
+    if (!out.defined()) return;
+    LINEA_CHECK(out.size(3) == 1 || out.stride(3) == 1, "gated_scan", "outputs need contiguous rows, got ",
+                out.describe());
+    if (parts == 1) {
+      operand_ = {out.data<T>(), out.stride(0), out.stride(1), out.stride(2), 0};
+      return;
+    }
+    const int64_t width = out.size(3), total = out.size(0) * out.size(1) * out.size(2) * width;
+    scratch_ = std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(parts * total), device);
+    operand_ = {scratch_->as<T>(), out.size(1) * out.size(2) * width, out.size(2) * width, width, total};
+  }
+  const Operand<T>& operand() const { return operand_; }
+  void add(cudaStream_t stream, int device) const {
+    if (!scratch_) return;
+    const int64_t width = out_.size(3), total = out_.size(0) * out_.size(1) * out_.size(2) * width;
+    add_parts_kernel<T><<<blocks_for(total, device), kThreads, 0, stream>>>(
+        Operand<T>{out_.data<T>(), out_.stride(0), out_.stride(1), out_.stride(2), 0}, scratch_->as<T>(),
+        static_cast<int>(parts_), out_.size(1), out_.size(2), width, total);
+    LINEA_CUDA_LAUNCH_CHECK("gated_scan", "adding ", parts_, " tile sums into ", out_.describe());
+  }
+
+ private:
+  Tensor out_;
+  int64_t parts_;
+  Operand<T> operand_;
+  std::unique_ptr<DeviceBuffer> scratch_;
+};
+
+// What every launch needs: the shapes, tiles and decay modes, and the inputs.
+template <class T>
+ScanArgs<T> args_of(const ScanTensors& in) {
+  ScanArgs<T> a{};
+  a.q = input_of<T>(in.q);
+  a.k = input_of<T>(in.k);
+  a.v = input_of<T>(in.v);
+  a.gk = input_of<T>(in.gk);
+  a.gv = input_of<T>(in.gv);
+  a.heads = in.q.size(1);
+  a.sequences = in.q.size(0) * in.q.size(1);
+  a.steps = in.q.size(2);
+  a.dk = in.q.size(3);
+  a.dv = in.v.size(3);
+  a.chunks = ceil_div(a.steps, Geometry<T>::kChunk);
+  a.key_tiles = static_cast<int>(ceil_div(a.dk, kWidth));
+  a.value_tiles = static_cast<int>(ceil_div(a.dv, kWidth));
+  a.key_mode = decay_mode(in.gk);
+  a.value_mode = decay_mode(in.gv);
+  return a;
+}
+
+template <class T>
+int64_t sub_problems(const ScanArgs<T>& a) {
+  return static_cast<int64_t>(a.key_tiles) * a.value_tiles;
+}
+
+// The states buffer: kWidth x kWidth per sub-problem, sequence and slot.
+template <class T>
+std::unique_ptr<DeviceBuffer> states_buffer(const ScanArgs<T>& a, int64_t slots, int device) {
+  const int64_t n = sub_problems(a) * a.sequences * slots * kWidth * kWidth;
+  return std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(n), device);
+}
+
+// The states before every chunk (a.states) and, with kBackward, their gradients after every chunk
+// (a.dstates): each chunk's updates in parallel, then the scans over chunks. The updates' scratch
+// is handed back on return, which is safe once the scan reading it is queued (cuda/buffer.h).
+template <class T, bool kTensorCores, bool kBackward>
+void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream) {
+  const char* op = kBackward ? "gated_scan_backward" : "gated_scan";
+  const std::unique_ptr<DeviceBuffer> updates = states_buffer(a, a.chunks, device);
+  const std::unique_ptr<DeviceBuffer> dupdates = kBackward ? states_buffer(a, a.chunks, device) : nullptr;
+  const int64_t n_decays = sub_problems(a) * a.sequences * a.chunks * 2 * kWidth;
+  const DeviceBuffer decays(sizeof(T) * static_cast<size_t>(n_decays), device);
+  a.updates = updates->as<T>();
+  a.dupdates = kBackward ? dupdates->as<T>() : nullptr;
+  a.decays = decays.as<T>();
+  const size_t bytes = sizeof(T) * (6 * Geometry<T>::kChunk * Geometry<T>::kPitch + 2 * kWidth);
+  launch_kernel(chunk_updates_kernel<T, kTensorCores, true, kBackward>, chunk_grid(a), 32 * kUpdateWarps, bytes, stream,
+                op, a);
+  const int64_t half = sub_problems(a) * a.sequences * kScanBlocks;
+  launch_kernel(state_scan_kernel<T>, dim3(static_cast<unsigned>(kBackward ? 2 * half : half)), kScanThreads, 0, stream,
+                op, a, half);
+}
+
+template <class T>
+dim3 chunk_grid(const ScanArgs<T>& a) {
+  return dim3(static_cast<unsigned>(sub_problems(a) * a.sequences * a.chunks));
+}
+
+// The whole-tensor copy of a (B, H, dv, dk) state, or undefined.
+inline Tensor contiguous_state(const Tensor& x) { return x.defined() ? contiguous_copy(x) : x; }
+
+template <class T, bool kTensorCores>
+void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, int device, cudaStream_t stream) {
+  ScanArgs<T> a = args_of<T>(in);
+  const Tensor initial = contiguous_state(in.s0);
+  a.s0 = initial.defined() ? initial.data<T>() : nullptr;
+  LINEA_CHECK(!final_state.defined() || final_state.is_contiguous(), "gated_scan", "final_state must be contiguous");
+  a.final_state = final_state.defined() ? final_state.data<T>() : nullptr;
+  const std::unique_ptr<DeviceBuffer> states = states_buffer(a, a.chunks + 1, device);
+  a.states = states->as<T>();
+  const Output<T> o(out, a.key_tiles, device);
+  a.out = o.operand();
+  compute_states<T, kTensorCores, false>(a, device, stream);
+  launch_kernel(chunk_output_kernel<T, kTensorCores>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(false),
+                stream, "gated_scan", a);
+  o.add(stream, device);
+}
+
+template <class T, bool kTensorCores>
+void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& g, int device,
+              cudaStream_t stream) {
+  ScanArgs<T> a = args_of<T>(in);
+  const Tensor initial = contiguous_state(in.s0), final_grad = contiguous_state(dfinal);
+  a.s0 = initial.defined() ? initial.data<T>() : nullptr;
+  a.dfinal = final_grad.defined() ? final_grad.data<T>() : nullptr;
+  a.dout = input_of<T>(dout);
+  LINEA_CHECK(!g.dinitial.defined() || g.dinitial.is_contiguous(), "gated_scan_backward", "dinitial must be contiguous");
+  a.dinitial = g.dinitial.defined() ? g.dinitial.data<T>() : nullptr;
+  const std::unique_ptr<DeviceBuffer> states = states_buffer(a, a.chunks + 1, device);
+  const std::unique_ptr<DeviceBuffer> dstates = states_buffer(a, a.chunks, device);
+  a.states = states->as<T>();
+  a.dstates = dstates->as<T>();
+  // Partial sums: dq, dk over value tiles, dv over key tiles; a decay gradient like its side's
+  // inputs, or over every tile for one decay per step.
+  const int64_t tiles = sub_problems(a);
+  const Output<T> dq(g.dq, a.value_tiles, device), dk(g.dk, a.value_tiles, device), dv(g.dv, a.key_tiles, device);
+  const Output<T> dgk(g.dgk, a.key_mode == kScalarDecay ? tiles : a.value_tiles, device);
+  const Output<T> dgv(g.dgv, a.value_mode == kScalarDecay ? tiles : a.key_tiles, device);
+  a.grad_q = dq.operand();
+  a.grad_k = dk.operand();
+  a.grad_v = dv.operand();
+  a.grad_gk = dgk.operand();
+  a.grad_gv = dgv.operand();
+  compute_states<T, kTensorCores, true>(a, device, stream);
+  launch_kernel(chunk_gradient_kernel<T, kTensorCores>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
+                stream, "gated_scan_backward", a);
+  for (const Output<T>* x : {&dq, &dk, &dv, &dgk, &dgv}) x->add(stream, device);
+}
+
+}  // namespace linea::cuda::chunked

@@ -1,0 +1,27 @@
+#pragma once
+// The two CUDA implementations of the gated linear attention scan (tensor/backend.h: gated_scan),
+// between which CudaBackend::gated_scan (gated_scan.cu) chooses by ScanAlgorithm:
+//   chunked_scan.cu   the chunked form with its products on the tensor cores (the default);
+//   gated_scan.cu     the sequential recurrence, one step at a time (SIMT).
+// Both take the backend's arguments (inputs of any strides; outputs as autograd allocates them).
+#include <cuda_runtime.h>
+
+#include "tensor/tensor.h"
+
+namespace linea::cuda {
+
+struct ScanTensors {
+  const Tensor &q, &k, &v, &gk, &gv, &s0;
+};
+struct ScanGrads {
+  const Tensor &dq, &dk, &dv, &dgk, &dgv, &dinitial;
+};
+
+void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, int device,
+                          cudaStream_t stream);
+void chunked_scan_backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads,
+                           int device, cudaStream_t stream);
+// Whether the loaded chunked kernels have the TF32 instructions (built for sm_80 or newer).
+bool chunked_scan_tf32_available();
+
+}  // namespace linea::cuda
