@@ -3,9 +3,10 @@
 //
 // A block works on one chunk of kChunk positions of one sequence, with tiles of the chunk's rows
 // in shared memory: q, k, v, ... as (positions x channels), kWidth = 64 channels of each, rows
-// padded to kPitch. Warp a owns the 16 positions of sub-block a (positions 16 a .. 16 a + 15):
-// they are the rows of every product it computes, in the mma accumulator layout (mma.cuh), and
-// the columns are 64 channels or the chunk's positions.
+// padded to kPitch. Sub-block a (positions 16 a .. 16 a + 15) is the "stripe" of kSplit warps:
+// its 16 rows are the rows of every product they compute, in the mma accumulator layout
+// (mma.cuh), and the columns (64 channels, or the chunk's positions) are shared among them
+// (WarpPart).
 //
 // A "side" is one dim of the state with its log decays: the key side (gk, over the key channels)
 // or the value side (gv, over the value channels). Its decays are kept as cumulative sums over the
@@ -48,23 +49,59 @@ namespace linea::cuda::chunked {
 enum DecayMode : int { kNoDecay = 0, kScalarDecay = 1, kChannelDecay = 2 };
 
 constexpr int kWidth = 64;  // channels of a tile: dk and dv are cut into tiles of at most 64
-constexpr int kSub = 16;    // positions of a sub-block: one warp's rows, the mma's M
+constexpr int kSub = 16;    // positions of a sub-block: one stripe's rows, the mma's M
+constexpr int kSplit = 4;   // warps sharing a stripe's columns
 
 template <class T>
 struct Geometry {
   // float64 runs shorter chunks: its tiles take twice the shared memory.
   static constexpr int kChunk = sizeof(T) == 4 ? 64 : 32;
-  static constexpr int kStripes = kChunk / kSub;   // warps of a per-chunk block
-  static constexpr int kThreads = 32 * kStripes;
-  static constexpr int kPitch = kWidth + 4;        // elements per shared row of a (positions x channels) tile
-  static constexpr int kStripePitch = kChunk + 4;  // elements per shared row of a score stripe
-  static constexpr int kTiles = kChunk / 8;        // 8-column tiles across a score stripe
-  static constexpr int kLogPitch = kWidth;         // doubles per shared row of cumulative log decays
+  static constexpr int kStripes = kChunk / kSub;
+  static constexpr int kWarps = kStripes * kSplit;  // warps of a per-chunk block
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kPitch = kWidth + 4;         // elements per shared row of a (positions x channels) tile
+  static constexpr int kStripePitch = kChunk + 8;   // elements per shared row of a score stripe
+  static constexpr int kTiles = kChunk / 8;         // 8-column tiles across a score stripe
+  static constexpr int kLogPitch = kWidth;          // doubles per shared row of cumulative log decays
+  static constexpr int kStripeTiles = kTiles / kSplit;  // a warp's tiles of a stripe
 };
+constexpr int kChannelTiles = kWidth / 8 / kSplit;  // a warp's 8-column tiles of a 64-channel result
 
-// exp(x) in T for a double x <= 0, to T's precision: in float32 the exponent's low part (what
-// rounding x to float would lose) is applied as 1 + lo, so that an x of -60 still gives a factor
-// accurate to float rounding rather than to the ~4e-6 of the rounded exponent.
+// A warp's share of a per-chunk block's work: stripe a (rows 16 a .. 16 a + 15) and part h of
+// every result's columns: of 64 channels the contiguous 64 / kSplit from 64 h / kSplit; of a
+// stripe's positions the interleaved 8-column tiles h, h + kSplit, ..., so that the causal
+// triangle's work (in a stripe's first tiles) falls on every warp alike.
+struct WarpPart {
+  int a, h;
+  __device__ __forceinline__ int r0() const { return kSub * a; }
+};
+__device__ __forceinline__ WarpPart warp_part() {
+  const int w = static_cast<int>(threadIdx.x / 32);
+  return {w / kSplit, w % kSplit};
+}
+
+// The columns of a warp's 8-column tiles: tile n covers first + n step .. + 7.
+struct Columns {
+  int first, step;
+  __device__ __forceinline__ int of(const FragmentLane& l, int n, int e) const {
+    return first + step * n + 2 * l.t + (e & 1);
+  }
+};
+__device__ __forceinline__ Columns channel_columns(const WarpPart& w) { return {kWidth / kSplit * w.h, 8}; }
+__device__ __forceinline__ Columns stripe_columns(const WarpPart& w) { return {8 * w.h, 8 * kSplit}; }
+
+// The warp's local tiles [lo, hi) among a stripe's global tiles [global_lo, global_hi).
+struct TileRange {
+  int lo, hi;
+};
+__device__ __forceinline__ TileRange local_tiles(int global_lo, int global_hi, const WarpPart& w) {
+  auto first_at_or_after = [&](int g) { return g <= w.h ? 0 : (g - w.h + kSplit - 1) / kSplit; };
+  return {first_at_or_after(global_lo), first_at_or_after(global_hi)};
+}
+
+// exp(x) in T for a double x, to T's precision: in float32 the exponent's low part (what rounding x
+// to float would lose) is applied as 1 + lo, so that an x of -60 still gives a factor accurate to
+// float rounding rather than to the ~4e-6 of the rounded exponent.
 template <class T>
 __device__ __forceinline__ T exp_to(double x) {
   if constexpr (std::is_same_v<T, double>) {
@@ -92,21 +129,30 @@ __device__ __forceinline__ void zero(T (&acc)[NT][4]) {
   for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = T(0);
 }
 
-// acc (the warp's 16 rows x 8 NT columns, accumulator layout) += A B over k in [0, K) (K a
-// multiple of 8), for the 8-column tiles n in [n_lo, n_hi) (warp-uniform bounds). A and B are given
-// elementwise: a(row, k) with row 0..15, b(k, col).
-template <bool kTensorCores, int NT, class T, class FA, class FB>
-__device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, int n_lo, int n_hi, const FA& a, const FB& b) {
+// acc (the warp's 16 rows x its NT tiles of a result's columns, accumulator layout) += A B over k
+// in [0, K) (K a multiple of 8), for its tiles n in [n_lo, n_hi) (warp-uniform bounds). A and B
+// are given elementwise: a(row, k) with row 0..15, b(k, column).
+// kPairedK: lane t's two k-slots of an mma take k = 2t and 2t + 1 rather than t and t + 4 (any
+// numbering of the contraction gives the same sum). For operands whose k runs down the rows of a
+// shared tile with rows of 4 mod 32 words, lanes then read 8 different rows 2t, 2t + 1 and 8
+// columns g: 32 different banks, where t and t + 4 would put two lanes in one bank.
+template <bool kTensorCores, bool kPairedK = false, int NT, class T, class FA, class FB>
+__device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, const Columns& cols, int n_lo, int n_hi,
+                                             const FA& a, const FB& b) {
   static_assert(!kTensorCores || std::is_same_v<T, float>, "the tensor cores take float32 (as TF32)");
   const FragmentLane l = fragment_lane();
   if constexpr (kTensorCores) {
+    const int k_first = kPairedK ? 2 * l.t : l.t, k_second = kPairedK ? 2 * l.t + 1 : l.t + 4;
+#pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += 8) {
-      const float af[4] = {to_tf32(a(l.g, k0 + l.t)), to_tf32(a(l.g + 8, k0 + l.t)), to_tf32(a(l.g, k0 + l.t + 4)),
-                           to_tf32(a(l.g + 8, k0 + l.t + 4))};
+      const float af[4] = {to_tf32(a(l.g, k0 + k_first)), to_tf32(a(l.g + 8, k0 + k_first)),
+                           to_tf32(a(l.g, k0 + k_second)), to_tf32(a(l.g + 8, k0 + k_second))};
 #pragma unroll
       for (int n = 0; n < NT; ++n)
-        if (n >= n_lo && n < n_hi)
-          mma_tf32(acc[n], af, to_tf32(b(k0 + l.t, 8 * n + l.g)), to_tf32(b(k0 + l.t + 4, 8 * n + l.g)));
+        if (n >= n_lo && n < n_hi) {
+          const int col = cols.first + cols.step * n + l.g;
+          mma_tf32(acc[n], af, to_tf32(b(k0 + k_first, col)), to_tf32(b(k0 + k_second, col)));
+        }
     }
   } else {
     for (int k = 0; k < K; ++k) {
@@ -114,7 +160,8 @@ __device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, int n_lo, i
 #pragma unroll
       for (int n = 0; n < NT; ++n)
         if (n >= n_lo && n < n_hi) {
-          const T b0 = b(k, 8 * n + 2 * l.t), b1 = b(k, 8 * n + 2 * l.t + 1);
+          const int col = cols.first + cols.step * n + 2 * l.t;
+          const T b0 = b(k, col), b1 = b(k, col + 1);
           acc[n][0] += a0 * b0;
           acc[n][1] += a0 * b1;
           acc[n][2] += a1 * b0;
@@ -139,62 +186,68 @@ __device__ __forceinline__ T decayed_dot(const T* X, const T* Y, const Side<T>& 
   return side.mode == kScalarDecay ? sum * exp_to<T>(side.log[t] - side.log[s]) : sum;
 }
 
-// The warp's stripe of a score matrix, written to `stripe` (16 x kStripePitch, the rows of sub-block
-// a) with the s = t terms in diag[0..15]:
+// A stripe of a score matrix, written to `stripe` (16 x kStripePitch, the rows of stripe a) with
+// the s = t terms in diag[0..15], by the stripe's warps (each its tiles; a block-wide barrier
+// before, so that the previous stripe is read, and after, so that the whole stripe is written):
 //   causal        rows t = 16 a + r, stripe[r][s] = S[t][s] for s < t, 0 for s >= t,
 //                 S[t][s] = sum_c X[t][c] Y[s][c] exp(L_t,c - L_s,c);
 //   anti-causal   rows s = 16 a + r, stripe[r][t] = S[t][s] for t > s, 0 for t <= s.
 // So the anti-causal stripe of (X, Y) is the transpose of the causal score matrix, by rows of Y.
+// Every warp of the block must call it (the barriers).
 template <bool kTensorCores, bool kCausal, class T>
-__device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const Side<T>& side, int a) {
+__device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const Side<T>& side, const WarpPart& w) {
   using G = Geometry<T>;
-  constexpr int P = G::kPitch, LP = G::kLogPitch, NT = G::kTiles;
+  constexpr int P = G::kPitch, LP = G::kLogPitch, NT = G::kStripeTiles;
   const FragmentLane l = fragment_lane();
-  const int r0 = kSub * a;  // the stripe's first row position
-  // Column tiles: causal, those of sub-blocks 0..a; anti-causal, those of sub-blocks a..last.
-  const int diag_lo = 2 * a, n_lo = kCausal ? 0 : diag_lo, n_hi = kCausal ? diag_lo + 2 : NT;
-  __syncwarp();  // every lane is done reading the previous stripe and diag
+  const int a = w.a, r0 = w.r0();
+  const Columns cols = stripe_columns(w);
+  // Global column tiles: causal, those of sub-blocks 0..a; anti-causal, those of sub-blocks a..last.
+  const int diag_lo = 2 * a;
+  const TileRange all = kCausal ? local_tiles(0, diag_lo + 2, w) : local_tiles(diag_lo, G::kTiles, w);
+  __syncthreads();  // the stripe's previous contents are read
   T acc[NT][4];
   zero(acc);
   // The row operand is X (causal) or Y (anti-causal), the column operand the other.
   const T* rows = kCausal ? X : Y;
-  const T* cols = kCausal ? Y : X;
+  const T* cols_tile = kCausal ? Y : X;
+  auto global_tile = [&](int n) { return w.h + kSplit * n; };
   if (side.mode == kChannelDecay) {
     // Below the diagonal, through the reference point ref (see the file's header).
-    if (kCausal ? a > 0 : a < G::kStripes - 1) {
+    const TileRange off = kCausal ? local_tiles(0, diag_lo, w) : local_tiles(diag_lo + 2, G::kTiles, w);
+    if (off.hi > off.lo) {
       const double* ref = side.log + (kCausal ? r0 - 1 : r0 + kSub - 1) * LP;
       const double* L = side.log;
       if (kCausal)
         warp_product<kTensorCores>(
-            acc, kWidth, 0, diag_lo,
+            acc, kWidth, cols, off.lo, off.hi,
             [&](int r, int c) { return rows[(r0 + r) * P + c] * exp_to<T>(L[(r0 + r) * LP + c] - ref[c]); },
-            [&](int c, int s) { return cols[s * P + c] * exp_to<T>(ref[c] - L[s * LP + c]); });
+            [&](int c, int s) { return cols_tile[s * P + c] * exp_to<T>(ref[c] - L[s * LP + c]); });
       else
         warp_product<kTensorCores>(
-            acc, kWidth, diag_lo + 2, NT,
+            acc, kWidth, cols, off.lo, off.hi,
             [&](int r, int c) { return rows[(r0 + r) * P + c] * exp_to<T>(ref[c] - L[(r0 + r) * LP + c]); },
-            [&](int c, int t) { return cols[t * P + c] * exp_to<T>(L[t * LP + c] - ref[c]); });
+            [&](int c, int t) { return cols_tile[t * P + c] * exp_to<T>(L[t * LP + c] - ref[c]); });
     }
     // The diagonal sub-block, elementwise.
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      if (n / 2 != a) continue;
+      if (global_tile(n) / 2 != a) continue;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = r0 + fragment_row(l, e), col = fragment_col(l, n, e);
+        const int row = r0 + fragment_row(l, e), col = cols.of(l, n, e);
         const int t = kCausal ? row : col, s = kCausal ? col : row;
         acc[n][e] = s < t ? decayed_dot(X, Y, side, t, s) : T(0);
         if (s == t) diag[row - r0] = decayed_dot(X, Y, Side<T>{side.log, kNoDecay}, t, t);
       }
     }
   } else {
-    warp_product<kTensorCores>(acc, kWidth, n_lo, n_hi, [&](int r, int c) { return rows[(r0 + r) * P + c]; },
-                               [&](int c, int s) { return cols[s * P + c]; });
+    warp_product<kTensorCores>(acc, kWidth, cols, all.lo, all.hi, [&](int r, int c) { return rows[(r0 + r) * P + c]; },
+                               [&](int c, int s) { return cols_tile[s * P + c]; });
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = r0 + fragment_row(l, e), col = fragment_col(l, n, e);
+        const int row = r0 + fragment_row(l, e), col = cols.of(l, n, e);
         const int t = kCausal ? row : col, s = kCausal ? col : row;
         if (s == t) diag[row - r0] = acc[n][e];
         acc[n][e] = s >= t                        ? T(0)
@@ -205,27 +258,30 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) stripe[fragment_row(l, e) * G::kStripePitch + fragment_col(l, n, e)] = acc[n][e];
-  __syncwarp();
+    for (int e = 0; e < 4; ++e) stripe[fragment_row(l, e) * G::kStripePitch + cols.of(l, n, e)] = acc[n][e];
+  __syncthreads();
 }
 
-// out (the warp's 16 rows x 64 channels) += the decayed product of the warp's score stripe (as
+// out (the warp's 16 rows x its channel tiles) += the decayed product of its stripe (as
 // score_stripe left it, s = t terms excluded) with Y:
 //   causal        rows t = 16 a + r:  out[r][c] += sum_{s < t} stripe[r][s] Y[s][c] exp(L_t,c - L_s,c)
 //   anti-causal   rows s = 16 a + r:  out[r][c] += sum_{t > s} stripe[r][t] Y[t][c] exp(L_t,c - L_s,c)
+// The contraction runs down Y's rows: paired k-slots (warp_product).
 template <bool kTensorCores, bool kCausal, class T>
-__device__ void decayed_product(T (&out)[8][4], const T* stripe, const T* Y, const Side<T>& side, int a) {
+__device__ void decayed_product(T (&out)[kChannelTiles][4], const T* stripe, const T* Y, const Side<T>& side,
+                                const WarpPart& w) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, LP = G::kLogPitch, SP = G::kStripePitch;
   const FragmentLane l = fragment_lane();
-  const int r0 = kSub * a;
+  const int r0 = w.r0();
+  const Columns cols = channel_columns(w);
   // Positions of the stripe's columns that can be non-zero: causal [0, r0 + kSub), anti-causal [r0, kChunk).
   const int k_begin = kCausal ? 0 : r0, k_end = kCausal ? r0 + kSub : G::kChunk;
   if (side.mode != kChannelDecay) {
     const double* L = side.log;
     const bool scalar = side.mode == kScalarDecay;
-    warp_product<kTensorCores>(
-        out, k_end - k_begin, 0, 8,
+    warp_product<kTensorCores, true>(
+        out, k_end - k_begin, cols, 0, kChannelTiles,
         [&](int r, int k) {
           const int p = k_begin + k, row = r0 + r;
           const T s = stripe[r * SP + p];
@@ -241,28 +297,28 @@ __device__ void decayed_product(T (&out)[8][4], const T* stripe, const T* Y, con
   const int off_begin = kCausal ? 0 : r0 + kSub, off_end = kCausal ? r0 : G::kChunk;
   if (off_end > off_begin) {
     const double* ref = L + (kCausal ? r0 - 1 : r0 + kSub - 1) * LP;
-    T tmp[8][4];
+    T tmp[kChannelTiles][4];
     zero(tmp);
-    warp_product<kTensorCores>(
-        tmp, off_end - off_begin, 0, 8, [&](int r, int k) { return stripe[r * SP + off_begin + k]; },
+    warp_product<kTensorCores, true>(
+        tmp, off_end - off_begin, cols, 0, kChannelTiles, [&](int r, int k) { return stripe[r * SP + off_begin + k]; },
         [&](int k, int c) {
           const int p = off_begin + k;
           return Y[p * P + c] * exp_to<T>(kCausal ? ref[c] - L[p * LP + c] : L[p * LP + c] - ref[c]);
         });
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < kChannelTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = r0 + fragment_row(l, e), c = fragment_col(l, n, e);
+        const int row = r0 + fragment_row(l, e), c = cols.of(l, n, e);
         out[n][e] += tmp[n][e] * exp_to<T>(kCausal ? L[row * LP + c] - ref[c] : ref[c] - L[row * LP + c]);
       }
   }
   // The diagonal sub-block, elementwise.
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < kChannelTiles; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int r = fragment_row(l, e), row = r0 + r, c = fragment_col(l, n, e);
+      const int r = fragment_row(l, e), row = r0 + r, c = cols.of(l, n, e);
       const double lr = L[row * LP + c];
       T sum = 0;
       if (kCausal)

@@ -212,18 +212,31 @@ __device__ void load_state_tile(T* dst, const T* src) {
   }
 }
 
-// The sums L_t (the file's header) of one side's raw decays (load_decays' tile, steps floored),
-// in double: per column, or one column for one decay per step.
-template <class T, int kThreads, int P, int LP>
-__device__ void sum_log_decays(double* __restrict__ L, const T* __restrict__ raw, int mode, int rows, int cols) {
-  if (mode == kNoDecay) return;
-  const bool scalar = mode == kScalarDecay;
-  for (int c = threadIdx.x; c < (scalar ? 1 : cols); c += kThreads) {
-    double sum = 0;
-    for (int r = 0; r < rows; ++r) {
-      sum += max(static_cast<double>(raw[r * P + c]), log_decay_floor<T>());
-      L[scalar ? r : r * LP + c] = sum;
+// Sums down the columns of both sides' raw decays (load_decays' tiles: a column per channel, or
+// one for one decay per step), each step floored, in double: f(side, column, row, L_row, L_last)
+// is called for every row of every column that has decays, with L_row the inclusive sum through
+// the row. A warp per column at a time, each lane summing kChunk / 32 consecutive rows and a
+// shuffle scan across the lanes: every column takes a few steps, not a chain through all rows.
+template <class T, int kThreads, int P, class F>
+__device__ void for_each_column_sum(const T* raw_k, int key_mode, const T* raw_v, int value_mode, int cols,
+                                    const F& f) {
+  constexpr int C = Geometry<T>::kChunk, R = C / 32;  // rows per lane
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int x = warp; x < 2 * cols; x += kThreads / 32) {
+    const bool key_side = x < cols;
+    const int mode = key_side ? key_mode : value_mode, c = key_side ? x : x - cols;
+    if (mode == kNoDecay || (mode == kScalarDecay && c > 0)) continue;  // warp-uniform
+    const T* raw = key_side ? raw_k : raw_v;
+    double own[R], sum = 0;
+    for (int i = 0; i < R; ++i) own[i] = sum += max(static_cast<double>(raw[(R * lane + i) * P + c]), log_decay_floor<T>());
+    double before = sum;  // becomes the sum over the rows of the lanes before this one
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const double other = __shfl_up_sync(0xffffffffu, before, offset);
+      if (lane >= offset) before += other;
     }
+    before -= sum;
+    const double total = __shfl_sync(0xffffffffu, before + sum, 31);
+    for (int i = 0; i < R; ++i) f(key_side, c, R * lane + i, before + own[i], total);
   }
 }
 
@@ -275,7 +288,7 @@ __device__ void store_state_rows(const T (&acc)[8][4], T* x, const ScanArgs<T>& 
 // the tensor cores. What is left sequential is elementwise: state_scan walks the chunks with a few
 // elements of the 64 x 64 state per thread, and no product or exponential on its critical path.
 
-constexpr int kUpdateWarps = 4;  // chunk_updates: 16 rows of the 64 x 64 update per warp
+constexpr int kUpdateWarps = 4 * kSplit;  // chunk_updates: 16 rows x 64 / kSplit columns of the update per warp
 constexpr int kScanThreads = 256;
 constexpr int kScanBlocks = 4;   // state_scan blocks per (sub-problem, sequence): 1024 elements each
 
@@ -291,49 +304,59 @@ __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const 
   return base + ((sp * a.sequences + p.seq) * a.chunks + chunk) * 2 * kWidth;
 }
 
-// One side's factors over the chunk, applied in place: with L_t the decays summed from the chunk's
-// start through t (floored steps, in double), rows of `to_end` (null: none) are multiplied by
-// exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] receives
-// exp(L_last). `raw` holds the side's raw decays (a tile, or one column for one decay per step);
-// for one decay per step the per-row factors go through raw's columns 0 and 1 first.
+// Both sides' factors over the chunk, applied in place: with L_t the decays summed from the
+// chunk's start through t, rows of the side's `to_end` tile (null: none) are multiplied by
+// exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] gets exp(L_last)
+// (1 without decay). One decay per step goes through per-row factors in the raw tile's columns
+// 0 and 1 first. Ends with a __syncthreads.
 template <class T, int kThreads, int P>
-__device__ void apply_decays(T* raw, int mode, T* to_end, T* from_start, T* last, int rows, int cols) {
-  if (mode == kNoDecay) {
-    for (int c = threadIdx.x; c < cols; c += kThreads) last[c] = T(1);
-    return;
+__device__ void apply_decays(T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last, T* raw_v,
+                             int value_mode, T* value_to_end, T* value_from_start, T* value_last) {
+  constexpr int C = Geometry<T>::kChunk;
+  for (int c = threadIdx.x; c < kWidth; c += kThreads) {
+    if (key_mode == kNoDecay) key_last[c] = T(1);
+    if (value_mode == kNoDecay) value_last[c] = T(1);
   }
-  const bool scalar = mode == kScalarDecay;
-  for (int c = threadIdx.x; c < (scalar ? 1 : cols); c += kThreads) {
-    double total = 0;
-    for (int t = 0; t < rows; ++t) total += max(static_cast<double>(raw[t * P + c]), log_decay_floor<T>());
-    double prefix = 0;
-    for (int t = 0; t < rows; ++t) {
-      prefix += max(static_cast<double>(raw[t * P + c]), log_decay_floor<T>());
-      const T end_factor = exp_to<T>(total - prefix), start_factor = exp_to<T>(prefix);
-      if (scalar) {
-        raw[t * P] = end_factor;
-        raw[t * P + 1] = start_factor;
-        continue;
-      }
-      if (to_end != nullptr) to_end[t * P + c] *= end_factor;
-      if (from_start != nullptr) from_start[t * P + c] *= start_factor;
+  __syncthreads();  // every raw value is read before a scalar side's factors overwrite its first columns
+  for_each_column_sum<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, kWidth,
+                                      [&](bool key_side, int c, int t, double l, double total) {
+    const int mode = key_side ? key_mode : value_mode;
+    T* raw = key_side ? raw_k : raw_v;
+    T* to_end = key_side ? key_to_end : value_to_end;
+    T* from_start = key_side ? key_from_start : value_from_start;
+    const T end_factor = exp_to<T>(total - l), start_factor = exp_to<T>(l);
+    if (t == C - 1) (key_side ? key_last : value_last)[c] = exp_to<T>(total);
+    if (mode == kScalarDecay) {
+      // Every lane reads its rows' raw values before the shuffles, so writing back is safe.
+      raw[t * P] = end_factor;
+      raw[t * P + 1] = start_factor;
+      return;
     }
-    last[c] = exp_to<T>(total);
-  }
-  if (!scalar) return;
+    if (to_end != nullptr) to_end[t * P + c] *= end_factor;
+    if (from_start != nullptr) from_start[t * P + c] *= start_factor;
+  });
   __syncthreads();
-  for (int e = threadIdx.x; e < rows * cols; e += kThreads) {
-    const int t = e / cols, c = e % cols;
-    if (to_end != nullptr) to_end[t * P + c] *= raw[t * P];
-    if (from_start != nullptr) from_start[t * P + c] *= raw[t * P + 1];
+  for (int side = 0; side < 2; ++side) {
+    const bool key_side = side == 0;
+    if ((key_side ? key_mode : value_mode) != kScalarDecay) continue;
+    const T* raw = key_side ? raw_k : raw_v;
+    T* to_end = key_side ? key_to_end : value_to_end;
+    T* from_start = key_side ? key_from_start : value_from_start;
+    T* last = key_side ? key_last : value_last;
+    for (int e = threadIdx.x; e < C * kWidth; e += kThreads) {
+      const int t = e / kWidth, c = e % kWidth;
+      if (to_end != nullptr) to_end[t * P + c] *= raw[t * P];
+      if (from_start != nullptr) from_start[t * P + c] *= raw[t * P + 1];
+      if (t == 0 && c > 0) last[c] = last[0];
+    }
   }
-  for (int c = threadIdx.x; c < cols; c += kThreads) last[c] = last[0];
+  __syncthreads();
 }
 
 // One block per (sub-problem, sequence, chunk): the chunk's update U (kForward) and W (kBackward)
 // and its decays (see above), each warp 16 rows (value channels) of the 64 x 64 updates.
 template <class T, bool kTensorCores, bool kForward, bool kBackward>
-__global__ void __launch_bounds__(32 * kUpdateWarps) chunk_updates_kernel(ScanArgs<T> a) {
+__global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(ScanArgs<T> a) {
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, N = 32 * kUpdateWarps;
   extern __shared__ __align__(16) unsigned char smem_bytes[];
@@ -360,22 +383,29 @@ __global__ void __launch_bounds__(32 * kUpdateWarps) chunk_updates_kernel(ScanAr
   load_decays<T, N, P>(sgv, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
   cp_async_wait_all();
   __syncthreads();
-  apply_decays<T, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, C, kWidth);
-  apply_decays<T, N, P>(sgv, a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last, C, kWidth);
-  __syncthreads();
+  apply_decays<T, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, sgv,
+                        a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last);
 
-  const int w = threadIdx.x / 32, row0 = kSub * w;
+  const int w = threadIdx.x / 32, row0 = kSub * (w / kSplit);
+  const Columns cols{kWidth / kSplit * (w % kSplit), 8};
   T* decays = chunk_decays(a.decays, a, p, p.index);
   for (int c = threadIdx.x; c < kWidth; c += N) {
     decays[c] = value_last[c];
     decays[kWidth + c] = key_last[c];
   }
   auto update = [&](const T* values, const T* keys, T* out) {
-    T acc[8][4];
+    T acc[kChannelTiles][4];
     zero(acc);
-    warp_product<kTensorCores>(acc, C, 0, 8, [&](int r, int s) { return values[s * P + row0 + r]; },
-                               [&](int s, int i) { return keys[s * P + i]; });
-    store_state_rows(acc, update_tile(out, a, p, p.index), row0);
+    // The contraction runs down both tiles' rows: paired k-slots (chunked_scan.cuh: warp_product).
+    warp_product<kTensorCores, true>(acc, C, cols, 0, kChannelTiles,
+                                     [&](int r, int s) { return values[s * P + row0 + r]; },
+                                     [&](int s, int i) { return keys[s * P + i]; });
+    const FragmentLane l = fragment_lane();
+    T* tile = update_tile(out, a, p, p.index);
+#pragma unroll
+    for (int n = 0; n < kChannelTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile[(row0 + fragment_row(l, e)) * kWidth + cols.of(l, n, e)] = acc[n][e];
   };
   if (kForward) update(sv, sk, a.updates);
   if (kBackward) update(sdo, sq, a.dupdates);
@@ -474,11 +504,48 @@ struct ChunkTiles {
   }
 };
 
+// How a per-chunk kernel rescales its results' elements on one side. A mild chunk's products ran on
+// factored operands (prepare_chunk) and its results take the factors exp(L_t), exp(-L_t) per
+// position and channel, which prepare_chunk left in place of the log decays; any other chunk's
+// products carried the decays, and only the terms through the state take exp of the log decays.
+// The tiles of exp(L_t) and exp(-L_t) take the bytes of a side's log decays: in float32 both fit;
+// float64 keeps exp(L_t) alone and divides by it (correctly rounded) for exp(-L_t).
+template <class T>
+struct ScaleFactors {
+  static constexpr bool kKeepsInverse = 2 * sizeof(T) <= sizeof(double);
+  T *up, *down;  // (kChunk, kWidth): exp(L_t), exp(-L_t) (down null without kKeepsInverse)
+  __device__ __forceinline__ T inverse(int e) const { return kKeepsInverse ? down[e] : T(1) / up[e]; }
+};
+template <class T>
+__device__ __forceinline__ ScaleFactors<T> mild_factors(double* log) {
+  T* base = reinterpret_cast<T*>(log);
+  return {base, ScaleFactors<T>::kKeepsInverse ? base + Geometry<T>::kChunk * kWidth : nullptr};
+}
+template <class T>
+struct Scaling {
+  bool mild;
+  Side<T> side;              // the log decays (not mild)
+  ScaleFactors<T> factors;   // mild
+  const T* last;             // exp(L_last) per channel
+  // exp(L_t) at position t, channel c.
+  __device__ __forceinline__ T from_start(int t, int c) const {
+    if (mild) return factors.up[t * kWidth + c];
+    return side.mode == kNoDecay ? T(1) : exp_to<T>(side.at(t, c));
+  }
+  // exp(-L_t): mild chunks only.
+  __device__ __forceinline__ T inverse(int t, int c) const { return factors.inverse(t * kWidth + c); }
+  // exp(L_last - L_t), the decay from t to the chunk's end.
+  __device__ __forceinline__ T to_end(int t, int c) const {
+    if (mild) return last[c] * factors.inverse(t * kWidth + c);
+    return side.mode == kNoDecay ? T(1) : exp_to<T>(side.at(Geometry<T>::kChunk - 1, c) - side.at(t, c));
+  }
+};
+
 // Loads what the per-chunk kernels read (q, k and the key side's decays over the key tile; v, and
 // in the backward dout, and the value side's decays over the value tile; the state before the
 // chunk, and in the backward dh'), sums the decays, and decides the chunk's way (the file's
-// header): returns whether it is mild, after rescaling the operands for that way (and filling
-// key_last, value_last). Ends with a __syncthreads.
+// header): returns whether it is mild, after rescaling the operands for that way. Fills key_last
+// and value_last (exp(L_last) per channel) either way. Ends with a __syncthreads.
 template <class T>
 __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
   using G = Geometry<T>;
@@ -496,56 +563,70 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   }
   cp_async_wait_all();
   __syncthreads();
-  sum_log_decays<T, N, P, LP>(s.Lk, s.w, a.key_mode, C, kWidth);
-  sum_log_decays<T, N, P, LP>(s.Lv, s.z, a.value_mode, C, kWidth);
+  for_each_column_sum<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, kWidth,
+                               [&](bool key_side, int c, int t, double l, double) {
+    const bool scalar = (key_side ? a.key_mode : a.value_mode) == kScalarDecay;
+    (key_side ? s.Lk : s.Lv)[scalar ? t : t * LP + c] = l;
+  });
   __syncthreads();
   const Side<T> key{s.Lk, a.key_mode}, value{s.Lv, a.value_mode};
   bool mild_here = true;
-  for (int c = threadIdx.x; c < kWidth; c += N)
-    mild_here = mild_here && key.at(last, c) >= -kMildLogDecay && value.at(last, c) >= -kMildLogDecay;
-  const bool mild = __syncthreads_and(mild_here);
-  if (!mild) return false;
   for (int c = threadIdx.x; c < kWidth; c += N) {
+    mild_here = mild_here && key.at(last, c) >= -kMildLogDecay && value.at(last, c) >= -kMildLogDecay;
     s.key_last[c] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(key.at(last, c));
     s.value_last[c] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(value.at(last, c));
   }
-  // q+ = q exp(Lk_t), k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t).
-  for (int e = threadIdx.x; e < C * kWidth; e += N) {
-    const int t = e / kWidth, c = e % kWidth;
-    if (a.key_mode != kNoDecay) {
-      const double l = key.at(t, c);
-      s.q[t * P + c] *= exp_to<T>(l);
-      s.k[t * P + c] *= exp_to<T>(-l);
-    }
-    if (a.value_mode != kNoDecay) {
-      const double l = value.at(t, c);
-      s.v[t * P + c] *= exp_to<T>(-l);
-      if (backward) s.dout[t * P + c] *= exp_to<T>(l);
-    }
+  const bool mild = __syncthreads_and(mild_here);
+  if (!mild) return false;
+  // The factors exp(L_t) and exp(-L_t) of both sides, and the factored operands q+ = q exp(Lk_t),
+  // k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors then take the place of
+  // the log decays (ScaleFactors), once every thread is done reading those.
+  constexpr int kPer = C * kWidth / N;
+  T key_up[kPer], key_down[kPer], value_up[kPer], value_down[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = threadIdx.x + i * N, t = e / kWidth, c = e % kWidth;
+    key_up[i] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(key.at(t, c));
+    key_down[i] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(-key.at(t, c));
+    value_up[i] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(value.at(t, c));
+    value_down[i] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(-value.at(t, c));
+    s.q[t * P + c] *= key_up[i];
+    s.k[t * P + c] *= key_down[i];
+    s.v[t * P + c] *= value_down[i];
+    if (backward) s.dout[t * P + c] *= value_up[i];
+  }
+  __syncthreads();
+  const ScaleFactors<T> key_factors = mild_factors<T>(s.Lk), value_factors = mild_factors<T>(s.Lv);
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = threadIdx.x + i * N;
+    key_factors.up[e] = key_up[i], value_factors.up[e] = value_up[i];
+    if constexpr (ScaleFactors<T>::kKeepsInverse) key_factors.down[e] = key_down[i], value_factors.down[e] = value_down[i];
   }
   __syncthreads();
   return true;
 }
 
-// Calls f(n, e, position, column) for every accumulator element of warp a's rows (position =
-// 16 a + row, the chunk position).
+// Calls f(n, e, position, channel) for every element of the warp's accumulator of a 64-channel
+// result (position = 16 a + row, the chunk position).
 template <class F>
-__device__ __forceinline__ void for_each_element(int a, const F& f) {
+__device__ __forceinline__ void for_each_element(const WarpPart& w, const F& f) {
   const FragmentLane l = fragment_lane();
+  const Columns cols = channel_columns(w);
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < kChannelTiles; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) f(n, e, kSub * a + fragment_row(l, e), fragment_col(l, n, e));
+    for (int e = 0; e < 4; ++e) f(n, e, w.r0() + fragment_row(l, e), cols.of(l, n, e));
 }
 
-// Writes warp a's 16 rows x 64 channels of x to an output (partial sum `part`), skipping
+// Writes the warp's part of a 64-channel result to an output (partial sum `part`), skipping
 // positions past the sequence and channels past `width`.
 template <class T>
-__device__ void store_rows(const T (&x)[8][4], const Operand<T>& out, const Place& p, int64_t part, int a,
-                           int64_t steps, int64_t c0, int64_t width) {
+__device__ void store_rows(const T (&x)[kChannelTiles][4], const Operand<T>& out, const Place& p, int64_t part,
+                           const WarpPart& w, int64_t steps, int64_t c0, int64_t width) {
   if (out.ptr == nullptr) return;
   const int64_t p0 = p.index * Geometry<T>::kChunk;
-  for_each_element(a, [&](int n, int e, int t, int c) {
+  for_each_element(w, [&](int n, int e, int t, int c) {
     if (p0 + t < steps && c0 + c < width) out.at(p.b, p.h, p0 + t, part)[c0 + c] = x[n][e];
   });
 }
@@ -557,14 +638,15 @@ __device__ void store_rows(const T (&x)[8][4], const Operand<T>& out, const Plac
 // with f = exp(L_t) of the contracted side, or with `to_end` the decay from t to the chunk's end,
 // exp(L_last - L_t) (dv: X = k, M = dh'; dk: X = v, M = dh'); f = 1 without decay. A mild chunk's
 // operands carry exp(-L_t) already: there f is the channel's exp(L_last) (`channel_factor`).
+// Transposed, the contraction runs down M's rows: paired k-slots (warp_product).
 template <bool kTensorCores, bool kTransposed, class T>
-__device__ void through_state(T (&out)[8][4], const T* X, const Side<T>& side, const T* M, int a, bool to_end,
-                              const T* channel_factor = nullptr) {
+__device__ void through_state(T (&out)[kChannelTiles][4], const T* X, const Side<T>& side, const T* M,
+                              const WarpPart& w, bool to_end, const T* channel_factor = nullptr) {
   constexpr int P = Geometry<T>::kPitch, last = Geometry<T>::kChunk - 1;
-  const int r0 = kSub * a;
+  const int r0 = w.r0();
   const bool decays = side.mode != kNoDecay;
-  warp_product<kTensorCores>(
-      out, kWidth, 0, 8,
+  warp_product<kTensorCores, kTransposed>(
+      out, kWidth, channel_columns(w), 0, kChannelTiles,
       [&](int r, int c) {
         const int t = r0 + r;
         const T x = X[t * P + c];
@@ -579,7 +661,7 @@ __device__ void through_state(T (&out)[8][4], const T* X, const Side<T>& side, c
 // One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
 // from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
 template <class T, bool kTensorCores>
-__global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_output_kernel(ScanArgs<T> a) {
+__global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch;
   extern __shared__ __align__(16) unsigned char smem_bytes[];
@@ -587,22 +669,22 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_output_kernel(Sca
   const Place p = place_of(a, a.chunks);
   const bool mild = prepare_chunk(s, a, p, false);
 
-  const int w = threadIdx.x / 32, r0 = kSub * w;
-  T* stripe = s.stripes + w * kSub * G::kStripePitch;
-  T* diag = s.diag + w * kSub;
-  const Side<T> value{s.Lv, a.value_mode};
+  const WarpPart w = warp_part();
+  const int r0 = w.r0();
+  T* stripe = s.stripes + w.a * kSub * G::kStripePitch;
+  T* diag = s.diag + w.a * kSub;
+  const Scaling<T> value{mild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, mild ? kNoDecay : a.key_mode}, value_p{s.Lv, mild ? kNoDecay : a.value_mode};
   score_stripe<kTensorCores, true>(stripe, diag, s.q, s.k, key_p, w);  // A
-  T o[8][4], inter[8][4];
+  T o[kChannelTiles][4], inter[kChannelTiles][4];
   zero(o);
   decayed_product<kTensorCores, true>(o, stripe, s.v, value_p, w);
   zero(inter);
   through_state<kTensorCores, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
-    const T decay = value.mode == kNoDecay ? T(1) : exp_to<T>(value.at(t, j));  // exp(Lv_t)
     const T sum = o[n][e] + diag[t - r0] * s.v[t * P + j];
-    o[n][e] = mild ? (sum + inter[n][e]) * decay : sum + inter[n][e] * decay;
+    o[n][e] = mild ? (sum + inter[n][e]) * value.from_start(t, j) : sum + inter[n][e] * value.from_start(t, j);
   });
   store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);
 }
@@ -611,34 +693,50 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_output_kernel(Sca
 
 // The decay gradient of one side over the chunk, from the block's per-position terms (see the
 // file's header): dg_t = sum_{u >= t} w_u + sum_{s < t} z_s + state_term, per channel, or summed
-// over channels for one decay per step. Overwrites w.
+// over channels for one decay per step. Overwrites w; `scratch` takes 2 kThreads values. Each
+// column's sums run in kThreads / kWidth segments of rows at once: a segment first adds its own
+// rows, then starts from the totals of the segments after it (w) and before it (z), in a fixed
+// order (deterministic).
 template <class T>
 __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int mode, const Operand<T>& out,
-                                     const Place& p, int64_t part, int64_t steps, int64_t c0, int64_t width) {
+                                     const Place& p, int64_t part, int64_t steps, int64_t c0, int64_t width,
+                                     T* scratch) {
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, N = G::kThreads;
+  constexpr int kSegments = N / kWidth, kRows = C / kSegments;
+  static_assert(N % kWidth == 0 && C % kSegments == 0, "whole segments of rows per column");
   if (mode == kNoDecay || out.ptr == nullptr) return;  // the same for the whole block
-  for (int c = threadIdx.x; c < kWidth; c += N) {
-    T suffix = 0;
-    for (int t = C - 1; t >= 0; --t) w[t * P + c] = suffix += w[t * P + c];
-    T prefix = state_term[c];
-    for (int t = 0; t < C; ++t) {
-      w[t * P + c] += prefix;
-      prefix += z[t * P + c];
-    }
+  const int c = threadIdx.x % kWidth, segment = threadIdx.x / kWidth, t0 = segment * kRows;
+  T w_total = 0, z_total = 0;
+  for (int t = t0; t < t0 + kRows; ++t) {
+    w_total += w[t * P + c];
+    z_total += z[t * P + c];
+  }
+  scratch[segment * kWidth + c] = w_total;
+  scratch[(kSegments + segment) * kWidth + c] = z_total;
+  __syncthreads();
+  T suffix = 0, prefix = state_term[c];
+  for (int q = 0; q < kSegments; ++q) {
+    if (q > segment) suffix += scratch[q * kWidth + c];
+    if (q < segment) prefix += scratch[(kSegments + q) * kWidth + c];
+  }
+  for (int t = t0 + kRows - 1; t >= t0; --t) w[t * P + c] = suffix += w[t * P + c];
+  for (int t = t0; t < t0 + kRows; ++t) {
+    w[t * P + c] += prefix;
+    prefix += z[t * P + c];
   }
   __syncthreads();
   const int64_t p0 = p.index * C;
   if (mode == kChannelDecay) {
     for (int e = threadIdx.x; e < C * kWidth; e += N) {
-      const int t = e / kWidth, c = e % kWidth;
-      if (p0 + t < steps && c0 + c < width) out.at(p.b, p.h, p0 + t, part)[c0 + c] = w[t * P + c];
+      const int t = e / kWidth, ch = e % kWidth;
+      if (p0 + t < steps && c0 + ch < width) out.at(p.b, p.h, p0 + t, part)[c0 + ch] = w[t * P + ch];
     }
     return;
   }
   for (int t = threadIdx.x; t < C; t += N) {
     T sum = 0;
-    for (int c = 0; c < kWidth; ++c) sum += w[t * P + c];
+    for (int ch = 0; ch < kWidth; ++ch) sum += w[t * P + ch];
     if (p0 + t < steps) *out.at(p.b, p.h, p0 + t, part) = sum;
   }
 }
@@ -649,38 +747,37 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
 // gradient's chunk part is rescaled at the end; the terms through dh' keep the decay to the
 // chunk's end (<= 1) as a factor of their own, so no two large factors meet.
 template <class T, bool kTensorCores>
-__global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_gradient_kernel(ScanArgs<T> a) {
+__global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
   using G = Geometry<T>;
-  constexpr int P = G::kPitch, N = G::kThreads, last = G::kChunk - 1;
+  constexpr int P = G::kPitch, N = G::kThreads;
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const ChunkTiles<T> s(smem_bytes, true);
   const Place p = place_of(a, a.chunks);
   const bool mild = prepare_chunk(s, a, p, true);
   const int64_t kc = kWidth * p.kt, vc = kWidth * p.vt;
 
-  const Side<T> key{s.Lk, a.key_mode}, value{s.Lv, a.value_mode};
+  const Scaling<T> key{mild, {s.Lk, a.key_mode}, mild_factors<T>(s.Lk), s.key_last};
+  const Scaling<T> value{mild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
+  // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, mild ? kNoDecay : a.key_mode}, value_p{s.Lv, mild ? kNoDecay : a.value_mode};
-  // exp(L) of a side at (position, channel), 1 without decay.
-  auto decay = [](const Side<T>& side, double l) { return side.mode == kNoDecay ? T(1) : exp_to<T>(l); };
   // The decay gradients' term of the carried state: dh'_ji exp(Lv_last,j) h_ji exp(Lk_last,i),
   // summed over rows for the key side and over columns for the value side.
-  const bool decays = a.key_mode != kNoDecay || a.value_mode != kNoDecay;
   for (int x = threadIdx.x; x < 2 * kWidth; x += N) {
     const bool key_side = x < kWidth;
     const int m = key_side ? x : x - kWidth;
     T sum = 0;
     for (int o = 0; o < kWidth; ++o) {
       const int j = key_side ? o : m, i = key_side ? m : o;
-      const T d = decays ? exp_to<T>(value.at(last, j) + key.at(last, i)) : T(1);
-      sum += s.dh[j * P + i] * s.h[j * P + i] * d;
+      sum += s.dh[j * P + i] * s.h[j * P + i] * (s.value_last[j] * s.key_last[i]);
     }
     (key_side ? s.gk_state : s.gv_state)[m] = sum;
   }
 
-  const int w = threadIdx.x / 32, r0 = kSub * w;
-  T* stripe = s.stripes + w * kSub * G::kStripePitch;
-  T* diag = s.diag + w * kSub;
-  T acc[8][4], tmp[8][4];
+  const WarpPart w = warp_part();
+  const int r0 = w.r0();
+  T* stripe = s.stripes + w.a * kSub * G::kStripePitch;
+  T* diag = s.diag + w.a * kSub;
+  T acc[kChannelTiles][4], tmp[kChannelTiles][4];
   const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
 
   // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
@@ -690,7 +787,7 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_gradient_kernel(S
   zero(tmp);
   through_state<kTensorCores, false>(tmp, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
-    const T inter = mild ? tmp[n][e] : tmp[n][e] * decay(value, value.at(t, j));
+    const T inter = mild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
     s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
   });
   score_stripe<kTensorCores, false>(stripe, diag, s.q, s.k, key_p, w);  // A, rows s (transposed)
@@ -699,16 +796,16 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_gradient_kernel(S
   zero(tmp);
   through_state<kTensorCores, false>(tmp, s.k, key_p, s.dh, w, true, mild ? s.key_last : nullptr);
   for_each_element(w, [&](int n, int e, int t, int j) {
-    const T state = tmp[n][e] * decay(value, value.at(last, j) - value.at(t, j));  // dv^state
+    const T state = tmp[n][e] * value.to_end(t, j);  // dv^state
     s.w[t * P + j] -= s.v[t * P + j] * acc[n][e];
-    s.z[t * P + j] = (mild ? s.v[t * P + j] * decay(value, value.at(t, j)) : s.v[t * P + j]) * state;
+    s.z[t * P + j] = (mild ? s.v[t * P + j] * value.from_start(t, j) : s.v[t * P + j]) * state;
     const T dv = acc[n][e] + diag[t - r0] * s.dout[t * P + j];
-    acc[n][e] = (mild ? dv * decay(value, -value.at(t, j)) : dv) + state;
+    acc[n][e] = (mild ? dv * value.inverse(t, j) : dv) + state;
   });
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gv_state, a.value_mode, a.grad_gv, p,
-                       a.value_mode == kScalarDecay ? scalar_part : p.kt, a.steps, vc, a.dv);
+                       a.value_mode == kScalarDecay ? scalar_part : p.kt, a.steps, vc, a.dv, s.stripes);
   __syncthreads();
 
   // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
@@ -718,10 +815,10 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_gradient_kernel(S
   zero(tmp);
   through_state<kTensorCores, true>(tmp, s.dout, value_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int i) {
-    acc[n][e] += mild ? tmp[n][e] : tmp[n][e] * decay(key, key.at(t, i));  // dq~
+    acc[n][e] += mild ? tmp[n][e] : tmp[n][e] * key.from_start(t, i);  // dq~
     s.w[t * P + i] = s.q[t * P + i] * acc[n][e];
     const T dq = acc[n][e] + diag[t - r0] * s.k[t * P + i];
-    acc[n][e] = mild ? dq * decay(key, key.at(t, i)) : dq;
+    acc[n][e] = mild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
   score_stripe<kTensorCores, false>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows s (transposed)
@@ -730,16 +827,16 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads) chunk_gradient_kernel(S
   zero(tmp);
   through_state<kTensorCores, true>(tmp, s.v, value_p, s.dh, w, true, mild ? s.value_last : nullptr);
   for_each_element(w, [&](int n, int e, int t, int i) {
-    const T state = tmp[n][e] * decay(key, key.at(last, i) - key.at(t, i));  // dk^state
+    const T state = tmp[n][e] * key.to_end(t, i);  // dk^state
     s.w[t * P + i] -= s.k[t * P + i] * acc[n][e];
-    s.z[t * P + i] = (mild ? s.k[t * P + i] * decay(key, key.at(t, i)) : s.k[t * P + i]) * state;
+    s.z[t * P + i] = (mild ? s.k[t * P + i] * key.from_start(t, i) : s.k[t * P + i]) * state;
     const T dk = acc[n][e] + diag[t - r0] * s.q[t * P + i];
-    acc[n][e] = (mild ? dk * decay(key, -key.at(t, i)) : dk) + state;
+    acc[n][e] = (mild ? dk * key.inverse(t, i) : dk) + state;
   });
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,
-                       a.steps, kc, a.dk);
+                       a.steps, kc, a.dk, s.stripes);
 }
 
 // out (strided) = the sum of n_parts contiguous (sequences, steps, width) partial results, in
