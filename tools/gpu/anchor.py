@@ -8,9 +8,9 @@
 #                    the standard training step (fla's chunk_gla for ReGLA).
 # fla's Triton kernels autotune on their first call of each shape (minutes); they keep the
 # results in Triton's cache (TRITON_CACHE_DIR), which tools/gpu/full_run.sh carries between runs.
-import sys, torch
+import os, sys, torch
 import torch.nn.functional as F
-sys.path.insert(0, ".gpu")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".gpu"))
 import torch_bench as tb
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
