@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/ops.h"
+#include "nn/linear/feature_maps.h"
 #include "nn/linear/gates.h"
 #include "nn/linear/key_max.h"
 #include "tests/test_util.h"
@@ -329,6 +330,33 @@ TEST(FusedVsComposite, NormalizedExpMatchesTheCompositeMaps) {
         expect_same(call(normalized_exp), call(normalized_exp_composite), map_leaves(c, dtype, gen),
                     map_label(c, dtype, mode), map_tolerance(dtype));
       }
+}
+
+// What the layer replaces: the normalized exp map's key features times normalize_keys' key scale,
+// its log decay lambda and its last max, against prefix_normalized_keys.
+TEST(FusedVsComposite, PrefixNormalizedKeysMatchTheKeyMaxChain) {
+  using namespace nn::linear;
+  for (DType dtype : kDtypes)
+    for (const MapCase& c : kMapCases) {
+      Generator gen(11);
+      auto map = make_feature_map({.kind = FeatureMapKind::NormalizedExp}, c.x[1], c.x[3], gen);
+      auto seen = [&c](const std::vector<Tensor>& x) { return c.heads_last ? transpose(x[0], 1, 2) : x[0]; };
+      auto previous = [](const std::vector<Tensor>& x) { return x.size() > 1 ? x[1] : Tensor(); };
+      auto flat = [](const Tensor& features, const KeyNormalization& n) {
+        return cat({flatten(features), flatten(n.log_decay), flatten(n.last_max)}, 0);
+      };
+      expect_same(
+          [&](const std::vector<Tensor>& x) {
+            const NormalizedKeys keys = prefix_normalized_keys(seen(x), previous(x));
+            return flat(keys.features, keys.norm);
+          },
+          [&](const std::vector<Tensor>& x) {
+            const Tensor k = seen(x);
+            const KeyNormalization n = normalize_keys(map->key_log_shift(k), KeyMaxMode::Prefix, previous(x));
+            return flat(map->forward(k, Role::Key) * n.key_scale, n);
+          },
+          map_leaves(c, dtype, gen), map_label(c, dtype, NormalizedExpMode::PrefixMax), map_tolerance(dtype));
+    }
 }
 
 // Ties across positions and with previous: the gradient goes to the earliest holder, exactly as
