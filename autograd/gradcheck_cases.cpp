@@ -1,5 +1,5 @@
 // The gradient-check table: shared building blocks, and the table assembled from the families
-// of rows in gradcheck_cases_{elementwise,structure,nn,attention,scan}.cpp.
+// of rows in gradcheck_cases_{elementwise,structure,nn,attention,scan,linear}.cpp.
 #include "autograd/gradcheck_cases.h"
 
 #include <algorithm>
@@ -126,6 +126,8 @@ std::vector<Case> op_cases() {
   cases::add_attention_cases(table);
   cases::add_rotary_cases(table);
   cases::add_scan_cases(table);
+  cases::add_normalized_exp_cases(table);
+  cases::add_refined_gate_cases(table);
   return table;
 }
 

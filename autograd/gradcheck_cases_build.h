@@ -75,5 +75,7 @@ void add_dropout_cases(Table& table);      // gradcheck_cases_nn.cpp
 void add_attention_cases(Table& table);    // gradcheck_cases_attention.cpp
 void add_rotary_cases(Table& table);       // gradcheck_cases_attention.cpp
 void add_scan_cases(Table& table);         // gradcheck_cases_scan.cpp
+void add_normalized_exp_cases(Table& table);  // gradcheck_cases_linear.cpp
+void add_refined_gate_cases(Table& table);    // gradcheck_cases_linear.cpp
 
 }  // namespace linea::gradcheck::cases

@@ -13,6 +13,8 @@
 //   attention.cpp  scaled_dot_product_attention (fused, causal, grouped-query, sliding window)
 //   rotary.cpp     rotary_embedding (fused RoPE)
 //   scan.cpp       gated_linear_scan (the fused gated linear attention recurrence)
+//   normalized_exp.cpp  normalized_exp (ReGLA's exp feature map with its row or running max)
+//   refined_gate.cpp    refined_log_gate (ReGLA's refined gate in log space, floored)
 //   indexing.cpp   index_select, gather, scatter_add, embedding
 //   dropout.cpp    dropout
 //   inplace.cpp    add_, mul_, fill_, copy_, ... (no autograd: for optimizers and initialisers)
@@ -196,6 +198,35 @@ struct ScanResult {
 ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                                         const Tensor& gv, const Tensor& initial_state = Tensor(),
                                         ScanAlgorithm algorithm = ScanAlgorithm::Chunked);
+
+// ---- the linear attention layers' fused maps (nn/linear) ----
+// ReGLA's normalized exponential feature map through one fused kernel forward and one backward,
+// per (batch b, head h) of x (B, H, T, d), float32 or float64, d >= 1:
+//   RowMax (queries):  m_t = max_c x_t,c
+//   PrefixMax (keys):  m_t = max over positions s <= t and features c of x_s,c, and of previous
+//                      (B, H, 1, 1), a running max carried from earlier tokens (decoding goes on
+//                      after a prompt), when defined (RowMax takes none)
+//   features y_t,c = scale exp(x_t,c - m_t)  (B, H, T, d), laid out in memory like x;
+//   max m_t  (B, H, T, 1).
+// Equal to the composite exp(x - amax(x, -1)) * scale (queries) and exp(x - mu) exp(mu - m) with
+// mu = amax(x, -1) and m its running max (keys: nn/linear/feature_maps.h and key_max.h). Both
+// results are differentiable (views of one recorded result), in x and previous; the gradient
+// reaching m_t goes to the one element holding it, the earliest on ties: previous, then the
+// smallest position, then the smallest feature (amax would split a tie within a token evenly).
+// Its backward is a fused kernel (not differentiable again); each gradient has its input's
+// memory order.
+struct NormalizedExp {
+  Tensor features, max;
+};
+NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale = 1.0,
+                             const Tensor& previous = Tensor());
+// ReGLA's refined gate, elementwise over a (forget) and c (refine) of one shape, float32 or
+// float64: max(log f, floor) with f = g (g + 2 r (1 - g)), g = sigmoid(a), r = sigmoid(c), every
+// term a log-sigmoid, finite for any finite a and c; floor = -inf for none. Equal to the composite
+// clamp(nn::linear::refined_log_gate(a, c), floor) in one fused kernel forward and one backward
+// (not differentiable again), with clamp's gradient: zero where the floor holds, at the floor
+// included. The result is laid out in memory like a, each gradient like its input.
+Tensor refined_log_gate(const Tensor& a, const Tensor& c, double floor);
 
 // ---- indexing ----
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D Int64

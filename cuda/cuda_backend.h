@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA implementation of the kernel set (tensor/backend.h), one instance per device. Its
-// member functions are defined by family, one file each under cuda/kernels/: elementwise.cu,
-// reduce.cu, matmul.cpp (cuBLAS), indexing.cu, random.cu, softmax.cu, cross_entropy.cu, norm.cu,
-// attention.cu (FlashAttention-style), gated_scan.cu, adamw.cu. Every kernel runs on the
+// member functions are defined by family, one file each under cuda/kernels/: elementwise.cu
+// (with ReGLA's refined gate), reduce.cu, matmul.cpp (cuBLAS), indexing.cu, random.cu, softmax.cu,
+// cross_entropy.cu, norm.cu, attention.cu (FlashAttention-style), gated_scan.cu, adamw.cu,
+// normalized_exp.cu. Every kernel runs on the
 // device's stream (cuda/stream.h: each entry point starts with use_device(device_)), in float32
 // (float64 where a kernel supports it: tests run both), and every launch and library call is checked
 // (cuda/check.h, cuda/launch.cuh). Scratch memory comes from cuda/buffer.h.
@@ -49,6 +50,14 @@ class CudaBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& dout, double scale, int64_t window, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv) const override;
+  void normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous, const Tensor& y,
+                      const Tensor& m) const override;
+  void normalized_exp_backward(const Tensor& x, const Tensor& y, const Tensor& m, const Tensor& previous,
+                               const Tensor& dy, const Tensor& dm, NormalizedExpMode mode, const Tensor& dx,
+                               const Tensor& dprevious) const override;
+  void refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& out) const override;
+  void refined_log_gate_backward(const Tensor& a, const Tensor& c, double floor, const Tensor& dout, const Tensor& da,
+                                 const Tensor& dc) const override;
   void gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
                   const Tensor& initial_state, const Tensor& out, const Tensor& final_state,
                   ScanAlgorithm algorithm) const override;

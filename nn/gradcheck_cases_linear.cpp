@@ -54,6 +54,11 @@ void add_linear_attention_cases(Cases& cases) {
     add_row(cases, linear::preset_name(preset), linear::linear_attention_preset(preset, kD, kHeads, kHeadDim));
   add_row(cases, "regla_decode", linear::linear_attention_preset(linear::LinearAttentionPreset::Regla, kD, kHeads, kHeadDim),
           /*decode=*/true);
+  // ReGLA's map, key max and gate through their composite chains, the fused ops' reference.
+  LinearAttentionConfig composite = linear::linear_attention_preset(linear::LinearAttentionPreset::Regla, kD, kHeads, kHeadDim);
+  composite.fused_feature_map = false;
+  composite.gate.fused = false;
+  add_row(cases, "regla_composite_maps", composite);
 
   // Each feature map with no gate and no sum normalization, so only the map differs.
   using linear::FeatureMapKind;

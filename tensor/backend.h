@@ -4,9 +4,9 @@
 // outputs and never see autograd: ops in autograd/ check shapes and dtypes, allocate, and call
 // them. Inputs may be arbitrary strided views. The elementwise kernels (fill, arange, copy,
 // unary, binary, where) write through any view, so in-place ops use them; every other kernel
-// writes a contiguous output (index_add and scatter_add accumulate into one), except rotary and
-// attention, whose outputs may be any view with a contiguous last dim (autograd gives them the
-// memory order of their inputs).
+// writes a contiguous output (index_add and scatter_add accumulate into one), except rotary,
+// attention and normalized_exp, whose outputs may be any view with a contiguous last dim
+// (autograd gives them the memory order of their inputs), and refined_log_gate, elementwise.
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +39,10 @@ inline bool is_comparison(BinaryOp op) {
 }
 
 enum class ReduceOp { Sum, Max, Min, ArgMax, ArgMin };
+
+// Which max normalized_exp (below) subtracts: each token's own (ReGLA's queries), or the running
+// max over the token and every one before it (ReGLA's causal key max).
+enum class NormalizedExpMode { RowMax, PrefixMax };
 
 // How a backend computes the gated scan (gated_scan below). Both give the same result up to
 // rounding; they differ in how the work is ordered:
@@ -142,6 +146,37 @@ class Backend {
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, double scale, int64_t window,
                                   const Tensor& dq, const Tensor& dk, const Tensor& dv) const = 0;
+
+  // ReGLA's normalized exponential feature map (autograd/ops.h: normalized_exp). x (B, H, T, d)
+  // with a contiguous last dim (any other strides), d >= 1 and B H T >= 1; per (b, h):
+  //   RowMax:     m_t = max_c x_t,c
+  //   PrefixMax:  m_t = max(previous, max over s <= t and all c of x_s,c)   (previous: (B, H, 1, 1),
+  //               contiguous, or undefined: none)
+  //   y_t,c = scale exp(x_t,c - m_t).
+  // y has x's shape, a contiguous last dim and any other strides (written through them); m
+  // (B, H, T, 1) is contiguous. A NaN in a max's operands makes it NaN.
+  virtual void normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous,
+                              const Tensor& y, const Tensor& m) const = 0;
+  // forward was y_t,c = scale exp(x_t,c - m_t) with m_t one element of x (or previous), so
+  //   dx_t,c = y_t,c dy_t,c,  and  g_t = dm_t - sum_c y_t,c dy_t,c  reaches that element:
+  // for RowMax the first c of row t holding m_t; for PrefixMax the first c of the earliest row
+  // s <= t whose row max is m_t, or previous when it holds m_t (ties go to the earliest: previous,
+  // then the smallest s, then the smallest c). x, y, m, previous are the forward's; dy and dx have
+  // x's shape with a contiguous last dim (any other strides), dm (B, H, T, 1) is contiguous;
+  // dprevious (B, H, 1, 1), contiguous, gets the sum of the g_t that reach previous, or is
+  // undefined (not wanted; then previous may be too).
+  virtual void normalized_exp_backward(const Tensor& x, const Tensor& y, const Tensor& m, const Tensor& previous,
+                                       const Tensor& dy, const Tensor& dm, NormalizedExpMode mode, const Tensor& dx,
+                                       const Tensor& dprevious) const = 0;
+
+  // ReGLA's refined gate (autograd/ops.h: refined_log_gate), elementwise over a and c of one shape
+  // (any strides): out = max(log f, floor), f = g (g + 2 r (1 - g)), g = sigmoid(a), r = sigmoid(c),
+  // every term a log-sigmoid (tensor/scalar_math.h: refined_log_gate). out any view of that shape.
+  virtual void refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& out) const = 0;
+  // da = dout d(log f)/da and dc = dout d(log f)/dc where log f > floor, 0 where the floor holds
+  // (clamp's convention); da and dc any views of a's shape.
+  virtual void refined_log_gate_backward(const Tensor& a, const Tensor& c, double floor, const Tensor& dout,
+                                         const Tensor& da, const Tensor& dc) const = 0;
 
   // The gated linear attention recurrence (nn/linear/scan.h), sequential in time per (batch,
   // head) with the dv x dk state kept in fast memory, instead of the chunked scan's many small

@@ -62,4 +62,39 @@ template <class T> LINEA_HD T sign(T x) { return T((x > T(0)) - (x < T(0))); }
 template <class T> LINEA_HD T max_nan(T a, T b) { return (a != a || a > b) ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> LINEA_HD T min_nan(T a, T b) { return (a != a || a < b) ? a : (b != b ? b : (a < b ? a : b)); }
 
+// One step of a running max that remembers WHERE its value came from (normalized_exp): `later`
+// takes over from `earlier` only when strictly greater, so ties keep the earlier position; a NaN
+// takes over from a number and is then kept (the max of anything with a NaN is NaN, as in
+// max_nan).
+template <class T> LINEA_HD bool takes_over(T later, T earlier) {
+  return later > earlier || (later != later && earlier == earlier);
+}
+
+// a and b are the same value, NaN included: how a max's position is found again from its value.
+template <class T> LINEA_HD bool same_value(T a, T b) { return a == b || (a != a && b != b); }
+
+constexpr double kLn2 = 0.69314718055994530941723;
+
+// ReGLA's refined gate f = g (g + 2 r (1 - g)), g = sigmoid(a), r = sigmoid(c), in log space:
+//   log f = log g + log u,   log u = logaddexp(log g, ln 2 + log r + log(1 - g)),
+// every term a log-sigmoid, so it is finite for any finite a and c (the direct product underflows
+// to log 0 once g is tiny), in the order nn/linear/gates.cpp's composite adds them. With
+// w1 = g / u and w2 = 2 r (1 - g) / u = 1 - w1, the weights of log u's two terms, the
+// derivatives of u = g + 2 r (1 - g) (du/da = g (1 - g)(1 - 2 r), du/dc = 2 (1 - g) r (1 - r))
+// become
+//   d log f / da = (1 - g) + g (1 - g)(1 - 2 r) / u = (1 - g)(1 + (1 - 2 r) w1)
+//   d log f / dc = 2 (1 - g) r (1 - r) / u        = w2 (1 - r),
+// products of numbers in [0, 2]: no division by a u that underflows.
+template <class T> struct RefinedLogGate {
+  T value, d_a, d_c;
+};
+template <class T> LINEA_HD RefinedLogGate<T> refined_log_gate(T a, T c) {
+  const T first = log_sigmoid(a), second = (log_sigmoid(c) + T(kLn2)) + log_sigmoid(-a);
+  const T shift = first > second ? first : second;
+  const T e1 = exp(first - shift), e2 = exp(second - shift), total = e1 + e2;  // total in [1, 2]
+  const T r = sigmoid(c), one_minus_r = sigmoid(-c);
+  return {first + (shift + log(total)), sigmoid(-a) * (T(1) + (one_minus_r - r) * (e1 / total)),
+          (e2 / total) * one_minus_r};
+}
+
 }  // namespace linea::scalar

@@ -123,6 +123,34 @@ TEST(Errors, NormsAndLosses) {
   EXPECT_LINEA_ERROR(cross_entropy(randn({3, 0}), ids({0, 0, 0})), "linea.cross_entropy", "no classes");
 }
 
+TEST(Errors, LinearAttentionMaps) {
+  using enum NormalizedExpMode;
+  const Tensor x = randn({2, 3, 4, 5});
+  EXPECT_LINEA_ERROR(normalized_exp(randn({2, 3, 4}), RowMax), "linea.normalized_exp", "(B, H, T, d)",
+                     "float32[2, 3, 4]");
+  EXPECT_LINEA_ERROR(normalized_exp(randn({2, 3, 4, 0}), PrefixMax), "linea.normalized_exp", "at least one feature",
+                     "float32[2, 3, 4, 0]");
+  EXPECT_LINEA_ERROR(normalized_exp(reshape(arange(120), {2, 3, 4, 5}), RowMax), "linea.normalized_exp", "int64");
+  EXPECT_LINEA_ERROR(normalized_exp(x, RowMax, std::nan("")), "linea.normalized_exp", "scale", "nan");
+  EXPECT_LINEA_ERROR(normalized_exp(x, RowMax, 1.0, randn({2, 3, 1, 1})), "linea.normalized_exp", "PrefixMax only",
+                     "float32[2, 3, 1, 1]");
+  EXPECT_LINEA_ERROR(normalized_exp(x, PrefixMax, 1.0, randn({2, 3, 1, 2})), "linea.normalized_exp",
+                     "(B, H, 1, 1) = (2, 3, 1, 1)", "float32[2, 3, 4, 5]", "float32[2, 3, 1, 2]");
+  EXPECT_LINEA_ERROR(normalized_exp(x, PrefixMax, 1.0, randn({2, 3, 1, 1}, kFloat64)), "linea.normalized_exp",
+                     "float32[2, 3, 4, 5]", "float64[2, 3, 1, 1]");
+  EXPECT_LINEA_ERROR(normalized_exp(Tensor(), RowMax), "linea.normalized_exp", "undefined");
+
+  EXPECT_LINEA_ERROR(refined_log_gate(randn({2, 3}), randn({3, 2}), -20.0), "linea.refined_log_gate",
+                     "float32[2, 3]", "float32[3, 2]");
+  EXPECT_LINEA_ERROR(refined_log_gate(randn({2, 3}), randn({2, 3}, kFloat64), -20.0), "linea.refined_log_gate",
+                     "float32[2, 3]", "float64[2, 3]");
+  EXPECT_LINEA_ERROR(refined_log_gate(randn({2, 3}), randn({2, 3}), std::nan("")), "linea.refined_log_gate", "floor",
+                     "nan");
+  EXPECT_LINEA_ERROR(refined_log_gate(randn({2}), randn({2}), INFINITY), "linea.refined_log_gate", "floor", "inf");
+  EXPECT_LINEA_ERROR(refined_log_gate(arange(3), arange(3), -20.0), "linea.refined_log_gate", "int64[3]");
+  EXPECT_LINEA_ERROR(refined_log_gate(randn({2}), Tensor(), -20.0), "linea.refined_log_gate", "undefined");
+}
+
 TEST(Errors, ScalarParameters) {
   const Tensor x = randn({4});
   EXPECT_LINEA_ERROR(dropout(x, 1.5), "linea.dropout", "[0, 1]", "1.5");

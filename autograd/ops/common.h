@@ -46,6 +46,20 @@ Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, 
 Tensor in_order_of(const Tensor& flat, const Shape& shape, const Shape& strides);
 inline Tensor empty_like_order(const Tensor& x) { return empty_in_order_of(x.shape(), x.strides(), x.dtype(), x.device()); }
 
+// x itself when its rows (last dim) are contiguous, which the row kernels need, else a contiguous
+// copy, cut from the graph (the op records x itself).
+Tensor contiguous_rows(const Tensor& x);
+
+// Two results of one node (a node has one output, autograd/node.h): both live in one flat tensor
+// of numel(first) + numel(second) elements, which the op records, and are handed out as views of
+// it; the gradients reaching either view arrive at the node as one flat gradient, which the same
+// split takes apart again. The first is laid out like a tensor with strides `first_order`
+// (in_order_of), the second contiguous.
+struct TwoResults {
+  Tensor first, second;
+};
+TwoResults split_flat(const Tensor& flat, const Shape& first, const Shape& first_order, const Shape& second);
+
 // A 0-dim tensor holding value, in x's dtype and on x's device.
 Tensor scalar_like(double value, const Tensor& x);
 

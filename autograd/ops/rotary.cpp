@@ -16,9 +16,7 @@ namespace {
 Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Shape& order) {
   Tensor y = empty_in_order_of(x.shape(), order, x.dtype(), x.device());
   if (x.numel() > 0) {
-    // The kernels read rows with a contiguous last dim.
-    const Tensor rows = x.stride(-1) == 1 || x.size(-1) == 1 ? x : contiguous(detach(x));
-    backend_for(x).rotary(rows, cos, sin, inverse, y);
+    backend_for(x).rotary(contiguous_rows(x), cos, sin, inverse, y);  // the kernels read contiguous rows
   }
   // The rotation is orthogonal: its adjoint is the inverse rotation. The gradient takes x's memory
   // order, whatever gy's.
@@ -43,8 +41,7 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   LINEA_CHECK(!cos.requires_grad() && !sin.requires_grad(), op,
               "cos and sin are constant tables and take no gradient; detach them");
   // The tables' rows are read contiguously (a narrow of a longer table along positions is).
-  const auto rows_of = [](const Tensor& table) { return table.stride(1) == 1 || table.size(1) == 1 ? table : contiguous(table); };
-  return rotate(x, rows_of(cos), rows_of(sin), false, x.strides());
+  return rotate(x, contiguous_rows(cos), contiguous_rows(sin), false, x.strides());
 }
 
 }  // namespace linea

@@ -112,20 +112,19 @@ Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, cons
 }
 
 // One node has one output (autograd/node.h), so o and S_T are written into one flat tensor, which
-// is recorded, and returned as two views of it: gradients reaching either view arrive at the node
-// as one flat gradient, which backward splits again into dout and dfinal.
+// is recorded, and returned as two views of it (split_flat): gradients reaching either view arrive
+// at the node as one flat gradient, which backward splits again into dout and dfinal.
 ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                                         const Tensor& gv, const Tensor& initial_state, ScanAlgorithm algorithm) {
   const char* op = "gated_linear_scan";
   check_scan_inputs(op, q, k, v, gk, gv, initial_state);
   const Shape out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
   const Shape state_shape{q.size(0), q.size(1), v.size(3), q.size(3)};
-  const int64_t n_out = numel_of(out_shape), n_state = numel_of(state_shape);
   auto split = [=, v_strides = v.strides()](const Tensor& flat) {
-    return ScanResult{in_order_of(narrow(flat, 0, 0, n_out), out_shape, v_strides),
-                      reshape(narrow(flat, 0, n_out, n_state), state_shape)};
+    const TwoResults parts = split_flat(flat, out_shape, v_strides, state_shape);
+    return ScanResult{parts.first, parts.second};
   };
-  Tensor flat = empty({n_out + n_state}, q.dtype(), q.device());
+  Tensor flat = empty({numel_of(out_shape) + numel_of(state_shape)}, q.dtype(), q.device());
   {
     ScanResult parts = split(flat);
     scan_forward(q, k, v, gk, gv, initial_state, parts.out, parts.final_state, algorithm);

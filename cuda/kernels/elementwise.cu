@@ -1,4 +1,5 @@
-// Elementwise CUDA kernels: fill, arange, copy (with dtype conversion), unary, binary, where.
+// Elementwise CUDA kernels: fill, arange, copy (with dtype conversion), unary, binary, where, and
+// ReGLA's refined gate with its backward.
 // One grid-stride kernel serves them all: a functor receives each element's index and its
 // offsets in every operand (cuda/launch.cuh), so any strided or broadcast view works. The op is
 // a switch inside the functor, the same branch for every thread: it costs little and keeps nvcc
@@ -173,6 +174,32 @@ struct WhereFn {
   __device__ void operator()(int64_t, const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
 };
 
+// ReGLA's refined gate, floored (tensor/scalar_math.h: refined_log_gate): out = max(log f, floor).
+template <class T>
+struct RefinedGateFn {
+  const T *a, *c;
+  T* out;
+  T floor;
+  __device__ void operator()(int64_t, const int64_t (&o)[3]) const {
+    const T v = scalar::refined_log_gate(a[o[1]], c[o[2]]).value;
+    out[o[0]] = v < floor ? floor : v;
+  }
+};
+
+// Its backward, recomputed from a and c: the derivatives times dout, 0 on the floor (clamp's rule).
+template <class T>
+struct RefinedGateGradFn {
+  const T *a, *c, *dout;
+  T *da, *dc;
+  T floor;
+  __device__ void operator()(int64_t, const int64_t (&o)[5]) const {
+    const auto f = scalar::refined_log_gate(a[o[0]], c[o[1]]);
+    const T g = f.value > floor ? dout[o[2]] : T(0);
+    da[o[3]] = g * f.d_a;
+    dc[o[4]] = g * f.d_c;
+  }
+};
+
 // RoPE: each warp takes kRotaryRowsPerWarp rows of x (..., T, dh), its lanes over the pairs
 // (i, i + half) and then over the dims past 2 half, which are copied. Rows are found through
 // their leading-dim strides, in 32-bit arithmetic (the host checks that rows < 2^30). For heads
@@ -292,6 +319,23 @@ void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, co
   dispatch_all(out.dtype(), [&]<class T>() {
     for_each_element<4>("where", device_, out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
                         WhereFn<T>{cond.data<bool>(), a.data<T>(), b.data<T>(), out.data<T>()});
+  });
+}
+
+void CudaBackend::refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& out) const {
+  dispatch_floating(a.dtype(), "refined_log_gate", [&]<class T>() {
+    for_each_element<3>("refined_log_gate", device_, out.shape(), {&out.strides(), &a.strides(), &c.strides()},
+                        RefinedGateFn<T>{a.data<T>(), c.data<T>(), out.data<T>(), static_cast<T>(floor)});
+  });
+}
+
+void CudaBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, double floor, const Tensor& dout,
+                                            const Tensor& da, const Tensor& dc) const {
+  dispatch_floating(a.dtype(), "refined_log_gate_backward", [&]<class T>() {
+    for_each_element<5>("refined_log_gate_backward", device_, a.shape(),
+                        {&a.strides(), &c.strides(), &dout.strides(), &da.strides(), &dc.strides()},
+                        RefinedGateGradFn<T>{a.data<T>(), c.data<T>(), dout.data<T>(), da.data<T>(), dc.data<T>(),
+                                             static_cast<T>(floor)});
   });
 }
 

@@ -114,13 +114,14 @@ class GLAGate final : public GateBase {
 class ReGLAGate final : public GateBase {
  public:
   ReGLAGate(const GateConfig& c, int64_t d_model, int64_t heads, int64_t m, int64_t dv, Generator& gen)
-      : GateBase(c), dim_(c.regla_dim) {
+      : GateBase(c), dim_(c.regla_dim), fused_(c.fused) {
     const int64_t size = dim_ == DecayDim::Value ? dv : m;
     forget_ = register_module("forget_proj", std::make_shared<GateProjection>(d_model, heads, size, 0, c.bias_init, gen));
     refine_ = register_module("refine_proj", std::make_shared<GateProjection>(d_model, heads, size, 0, c.bias_init, gen));
   }
   GateOutput forward(const Tensor& x) override {
-    const Tensor log_f = floored(refined_log_gate(forget_->forward(x), refine_->forward(x)));
+    const Tensor a = forget_->forward(x), c = refine_->forward(x);
+    const Tensor log_f = fused_ ? linea::refined_log_gate(a, c, floor_) : floored(refined_log_gate(a, c));
     if (dim_ == DecayDim::Value) return {.gk = {}, .gv = log_f, .key_scale = {}};
     return {.gk = log_f, .gv = {}, .key_scale = {}};
   }
@@ -128,6 +129,7 @@ class ReGLAGate final : public GateBase {
 
  private:
   DecayDim dim_;
+  bool fused_;
   std::shared_ptr<GateProjection> forget_, refine_;
 };
 

@@ -45,6 +45,9 @@ struct GateConfig {
   double gla_normalizer = 16.0;          // GLA only: tau in alpha = sigmoid(.)^(1/tau)
   double log_decay_floor = -20.0;        // per-step log decays are clamped to >= this
   double bias_init = 0.0;                // every gate bias starts here
+  // ReGLA only: the floored log f through the fused op linea::refined_log_gate (one kernel each
+  // way); false: the composite refined_log_gate below, clamped, the reference it is tested against.
+  bool fused = true;
 };
 
 // Everything a gate contributes, laid out for the scan; any member may be undefined.
@@ -72,7 +75,8 @@ std::shared_ptr<Gate> make_gate(const GateConfig& config, int64_t d_model, int64
 // is the exact softmax weight of each operand.
 Tensor logaddexp(const Tensor& a, const Tensor& b);
 
-// The refined gate's log f for pre-activations a (forget) and c (refine), before the floor.
+// The refined gate's log f for pre-activations a (forget) and c (refine), before the floor:
+// the composite chain, the reference of the fused linea::refined_log_gate(a, c, floor).
 Tensor refined_log_gate(const Tensor& a, const Tensor& c);
 
 // "none", "scalar" (alias "rfa"), "fast_decay", "gla", "regla".

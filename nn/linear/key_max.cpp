@@ -11,6 +11,17 @@ namespace {
 // The larger of two running maxima, `later` covering positions after `earlier`'s: later wins
 // only when strictly greater, so ties keep the earlier position (and its gradient).
 Tensor combine(const Tensor& earlier, const Tensor& later) { return where(gt(later, earlier), later, earlier); }
+
+// The running max's scalar log decay lambda_t = m_{t-1} - m_t for m (B, H, T, 1) (T >= 1), and its
+// last value, the state decoding carries on with.
+KeyNormalization prefix_decay(const Tensor& m, const Tensor& previous) {
+  const int64_t T = m.size(2);
+  // m_{t-1} for every t; before the first token of a sequence the state is empty, so any value
+  // works and m_0 itself gives lambda_0 = 0.
+  const Tensor before = previous.defined() ? previous : narrow(m, 2, 0, 1);
+  const Tensor m_prev = T == 1 ? before : cat({before, narrow(m, 2, 0, T - 1)}, 2);
+  return {.key_scale = Tensor(), .log_decay = m_prev - m, .last_max = narrow(m, 2, T - 1, 1)};
+}
 }  // namespace
 
 Tensor running_max(const Tensor& x, int64_t dim_in) {
@@ -37,11 +48,16 @@ KeyNormalization normalize_keys(const Tensor& mu, KeyMaxMode mode, const Tensor&
   }
   Tensor m = running_max(mu, 2);
   if (previous.defined()) m = combine(previous, m);
-  // m_{t-1} for every t; before the first token of a sequence the state is empty, so any value
-  // works and m_0 itself gives lambda_0 = 0.
-  const Tensor before = previous.defined() ? previous : narrow(m, 2, 0, 1);
-  const Tensor m_prev = T == 1 ? before : cat({before, narrow(m, 2, 0, T - 1)}, 2);
-  return {.key_scale = exp(mu - m), .log_decay = m_prev - m, .last_max = narrow(m, 2, T - 1, 1)};
+  KeyNormalization norm = prefix_decay(m, previous);
+  norm.key_scale = exp(mu - m);
+  return norm;
+}
+
+NormalizedKeys prefix_normalized_keys(const Tensor& k, const Tensor& previous) {
+  LINEA_CHECK(k.defined() && k.dim() == 4 && k.size(2) > 0, "prefix_normalized_keys",
+              "expects keys (B, H, T, d) with at least one token, got ", k.defined() ? k.describe() : "undefined");
+  const NormalizedExp keys = normalized_exp(k, NormalizedExpMode::PrefixMax, 1.0, previous);
+  return {.features = keys.features, .norm = prefix_decay(keys.max, previous)};
 }
 
 namespace {

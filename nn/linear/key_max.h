@@ -44,8 +44,19 @@ struct KeyNormalization {
 
 // mu (B, H, T, 1): each token's log shift (FeatureMap::key_log_shift). previous (B, H, 1, 1): the
 // running max over earlier tokens, or undefined at the start of a sequence. Global mode takes
-// the max over the T positions given (and ignores previous).
+// the max over the T positions given (and ignores previous). Composite (running_max by
+// doubling): the reference of prefix_normalized_keys below.
 KeyNormalization normalize_keys(const Tensor& mu, KeyMaxMode mode, const Tensor& previous);
+
+// ReGLA's key features with the prefix max in one fused op (autograd/ops.h: normalized_exp,
+// PrefixMax: one kernel forward, one backward): k (B, H, T, d) -> exp(k_t - m_t), equal to the
+// normalized exp map's key features times normalize_keys(mu, Prefix, previous).key_scale, and the
+// same log decay and last max (key_scale stays undefined: it is inside the features).
+struct NormalizedKeys {
+  Tensor features;        // (B, H, T, d), laid out in memory like k
+  KeyNormalization norm;  // log_decay and last_max
+};
+NormalizedKeys prefix_normalized_keys(const Tensor& k, const Tensor& previous);
 
 std::string key_max_name(KeyMaxMode mode);  // "prefix", "global"
 KeyMaxMode parse_key_max(const std::string& name);

@@ -83,14 +83,22 @@ LinearAttention::ScanInputs LinearAttention::prepare(const Tensor& x, const Tens
   Tensor v = heads_first(v_proj_->forward(x), config_.head_dim);  // (B, H, T, dv)
 
   ScanInputs in;
-  in.q = feature_map_->forward(q, Role::Query) * scale_;  // (B, H, T, m)
-  in.k = feature_map_->forward(k, Role::Key);
   Tensor key_decay;  // the running max's scalar log decay lambda, (B, H, T, 1)
-  if (const Tensor mu = feature_map_->key_log_shift(k); mu.defined()) {
-    const KeyNormalization norm = normalize_keys(mu, mode, previous_key_max);
-    in.k = in.k * norm.key_scale;
-    key_decay = norm.log_decay;
-    in.last_key_max = norm.last_max;
+  if (fuses_normalized_exp(mode)) {
+    in.q = normalized_exp(q, NormalizedExpMode::RowMax, scale_).features;  // (B, H, T, m)
+    const NormalizedKeys keys = prefix_normalized_keys(k, previous_key_max);
+    in.k = keys.features;
+    key_decay = keys.norm.log_decay;
+    in.last_key_max = keys.norm.last_max;
+  } else {
+    in.q = feature_map_->forward(q, Role::Query) * scale_;
+    in.k = feature_map_->forward(k, Role::Key);
+    if (const Tensor mu = feature_map_->key_log_shift(k); mu.defined()) {
+      const KeyNormalization norm = normalize_keys(mu, mode, previous_key_max);
+      in.k = in.k * norm.key_scale;
+      key_decay = norm.log_decay;
+      in.last_key_max = norm.last_max;
+    }
   }
   const GateOutput g = gate_ ? gate_->forward(x) : GateOutput{};
   in.k = mul_defined(in.k, g.key_scale);
@@ -107,6 +115,11 @@ LinearAttention::ScanInputs LinearAttention::prepare(const Tensor& x, const Tens
   }
   in.v = v;
   return in;
+}
+
+bool LinearAttention::fuses_normalized_exp(KeyMaxMode mode) const {
+  return config_.fused_feature_map && config_.feature_map.kind == FeatureMapKind::NormalizedExp &&
+         mode == KeyMaxMode::Prefix;
 }
 
 Tensor LinearAttention::finish(const Tensor& o_in) {

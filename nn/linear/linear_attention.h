@@ -53,6 +53,11 @@ struct LinearAttentionConfig {
   double output_norm_eps = 1e-6;
   QueryScale scale = QueryScale::InvSqrtDim;
   KeyMaxMode key_max = KeyMaxMode::Prefix;  // only for maps with a key log shift (normalized exp)
+  // The normalized exp map with the prefix key max through the fused op normalized_exp (queries
+  // with their scale, keys with their running max: one kernel each way for each); false: the
+  // composite map (feature_maps.h) and key max (key_max.h), the reference it is tested against.
+  // The global key max and the product map always take the composite path.
+  bool fused_feature_map = true;
   ScanOptions scan;                         // forward's scan: fused, or chunked (chunk_size 64, sub_block 16)
   bool projection_bias = false;             // biases on W_q, W_k, W_v, W_o
 };
@@ -122,6 +127,7 @@ class LinearAttention : public SequenceMixer {
     Tensor last_key_max;
   };
   ScanInputs prepare(const Tensor& x, const Tensor& previous_key_max, KeyMaxMode mode);
+  bool fuses_normalized_exp(KeyMaxMode mode) const;
   // o (B, T, H, state_value_dim) -> y (B, T, D): sum normalization, norm, merge, out projection.
   Tensor finish(const Tensor& o);
   Tensor heads_first(const Tensor& y, int64_t width) const;  // (B, T, H w) -> (B, H, T, w)

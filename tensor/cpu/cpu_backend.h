@@ -1,8 +1,9 @@
 #pragma once
 // The CPU implementation of the kernel set (tensor/backend.h). Its member functions are defined
-// by family: elementwise.cpp, reduce.cpp, matmul.cpp (OpenBLAS), indexing.cpp, softmax.cpp,
-// norm.cpp, random.cpp, attention.cpp (with AdamW), gated_scan.cpp. Kernels are templates over
-// the element type, instantiated for float and double through dispatch_floating.
+// by family: elementwise.cpp (with ReGLA's refined gate), reduce.cpp, matmul.cpp (OpenBLAS),
+// indexing.cpp, softmax.cpp, norm.cpp, random.cpp, attention.cpp (with AdamW), gated_scan.cpp,
+// normalized_exp.cpp. Kernels are templates over the element type, instantiated for float and
+// double through dispatch_floating.
 #include "tensor/backend.h"
 
 namespace linea::cpu {
@@ -47,6 +48,14 @@ class CpuBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& lse, const Tensor& dout, double scale, int64_t window,
                           const Tensor& dq, const Tensor& dk, const Tensor& dv) const override;
+  void normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous, const Tensor& y,
+                      const Tensor& m) const override;
+  void normalized_exp_backward(const Tensor& x, const Tensor& y, const Tensor& m, const Tensor& previous,
+                               const Tensor& dy, const Tensor& dm, NormalizedExpMode mode, const Tensor& dx,
+                               const Tensor& dprevious) const override;
+  void refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& out) const override;
+  void refined_log_gate_backward(const Tensor& a, const Tensor& c, double floor, const Tensor& dout, const Tensor& da,
+                                 const Tensor& dc) const override;
   void gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
                   const Tensor& initial_state, const Tensor& out, const Tensor& final_state,
                   ScanAlgorithm algorithm) const override;

@@ -1,4 +1,5 @@
-// Elementwise CPU kernels: fill, arange, copy (with dtype conversion), unary, binary, where.
+// Elementwise CPU kernels: fill, arange, copy (with dtype conversion), unary, binary, where, and
+// ReGLA's refined gate with its backward.
 #include <cmath>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -185,6 +186,34 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, con
                     [&](const std::array<int64_t, 4>& at, int64_t n, const std::array<int64_t, 4>& s) {
                       for (int64_t i = 0; i < n; ++i)
                         dst[at[0] + i * s[0]] = c[at[1] + i * s[1]] ? pa[at[2] + i * s[2]] : pb[at[3] + i * s[3]];
+                    });
+  });
+}
+
+void CpuBackend::refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& out) const {
+  dispatch_floating(a.dtype(), "refined_log_gate", [&]<class T>() {
+    const T lo = static_cast<T>(floor);
+    map2<T, T>(a, c, out, [lo](T x, T y) {
+      const T v = scalar::refined_log_gate(x, y).value;
+      return v < lo ? lo : v;
+    });
+  });
+}
+
+void CpuBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, double floor, const Tensor& dout,
+                                           const Tensor& da, const Tensor& dc) const {
+  dispatch_floating(a.dtype(), "refined_log_gate_backward", [&]<class T>() {
+    const T lo = static_cast<T>(floor);
+    const T *pa = a.data<T>(), *pc = c.data<T>(), *pg = dout.data<T>();
+    T *pda = da.data<T>(), *pdc = dc.data<T>();
+    for_each_run<5>(a.shape(), {&a.strides(), &c.strides(), &dout.strides(), &da.strides(), &dc.strides()},
+                    [&](const std::array<int64_t, 5>& at, int64_t n, const std::array<int64_t, 5>& s) {
+                      for (int64_t i = 0; i < n; ++i) {
+                        const auto f = scalar::refined_log_gate(pa[at[0] + i * s[0]], pc[at[1] + i * s[1]]);
+                        const T g = f.value > lo ? pg[at[2] + i * s[2]] : T(0);  // clamp's rule: 0 on the floor
+                        pda[at[3] + i * s[3]] = g * f.d_a;
+                        pdc[at[4] + i * s[4]] = g * f.d_c;
+                      }
                     });
   });
 }

@@ -1,7 +1,13 @@
-// Each fused kernel (softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rotary_embedding) against the
-// composite formula it replaces, built from elementary differentiable ops: forward values and
-// the gradients of every input, in float64 and float32, on several shapes.
+// Each fused kernel (softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rotary_embedding,
+// ReGLA's normalized_exp and refined_log_gate) against the composite formula it replaces, built
+// from elementary differentiable ops: forward values and the gradients of every input, in float64
+// and float32, on several shapes.
+#include <limits>
+
 #include "autograd/ops.h"
+#include "nn/linear/feature_maps.h"
+#include "nn/linear/gates.h"
+#include "nn/linear/key_max.h"
 #include "tests/test_util.h"
 
 namespace linea {
@@ -26,10 +32,11 @@ std::vector<Tensor> leaves(const std::vector<Shape>& shapes, DType dtype, Genera
 }
 
 // The fused and composite functions agree in value and in the gradient of every input for one
-// random cotangent.
-void expect_same(const Fn& fused, const Fn& composite, const std::vector<Tensor>& xs, const std::string& what) {
+// random cotangent (within the dtype's tolerance unless one is given).
+void expect_same(const Fn& fused, const Fn& composite, const std::vector<Tensor>& xs, const std::string& what,
+                 std::optional<Tolerance> given = {}) {
   SCOPED_TRACE(what);
-  const Tolerance tol = tolerance_for(xs[0].dtype());
+  const Tolerance tol = given.value_or(tolerance_for(xs[0].dtype()));
   const Tensor y = fused(xs), y_ref = composite(xs);
   ASSERT_TRUE(all_close(y, y_ref, tol.rtol, tol.atol));
   if (y.numel() == 0) return;
@@ -257,6 +264,240 @@ TEST(FusedVsComposite, RotaryEmbeddingRejectsBadTables) {
   Tensor trainable = zeros({5, 2}, kFloat64);
   trainable.requires_grad_(true);
   EXPECT_LINEA_ERROR(rotary_embedding(x, trainable, c), "rotary_embedding", "take no gradient");
+}
+
+// ---- ReGLA's fused maps (nn/linear) ----------------------------------------------------------
+
+// float64 to 1e-12, float32 as the other fused kernels.
+Tolerance map_tolerance(DType dtype) { return dtype == kFloat64 ? Tolerance{1e-12, 1e-12} : tolerance_for(dtype); }
+
+// The composite chains normalized_exp replaces, with the max as a second result:
+//   RowMax     exp(x - amax(x, -1)) * scale
+//   PrefixMax  exp(x - mu) * exp(mu - m) * scale, mu = amax(x, -1), m its running max by doubling
+//              (nn/linear/key_max.cpp), continued from previous (which wins ties, as there).
+NormalizedExp normalized_exp_composite(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous) {
+  const Tensor mu = amax(x, {-1}, true);
+  if (mode == NormalizedExpMode::RowMax) return {exp(x - mu) * scale, mu};
+  Tensor m = nn::linear::running_max(mu, 2);
+  if (previous.defined()) m = where(gt(m, previous), m, previous);
+  return {exp(x - mu) * exp(mu - m) * scale, m};
+}
+
+using MapOp = NormalizedExp (*)(const Tensor&, NormalizedExpMode, double, const Tensor&);
+
+Tensor flat_results(const NormalizedExp& r) { return cat({flatten(r.features), flatten(r.max)}, 0); }
+
+struct MapCase {
+  Shape x;  // (B, H, T, d) as the op sees it
+  bool heads_last = false;  // leaves (B, T, H, d), transposed
+  bool previous = false;
+};
+const MapCase kMapCases[] = {
+    {{2, 3, 17, 5}},       {{1, 2, 65, 33}, true, true}, {{3, 1, 1, 7}, false, true}, {{2, 2, 100, 1}},
+    {{1, 1, 64, 16}, true}, {{2, 2, 33, 64}, false, true}, {{1, 3, 1000, 3}, true, true},
+};
+
+// x's leaf and, with a previous running max, one near the top of x's values so that it holds the
+// max over the first positions of some sequences and loses it later.
+std::vector<Tensor> map_leaves(const MapCase& c, DType dtype, Generator& gen) {
+  const Shape leaf = c.heads_last ? Shape{c.x[0], c.x[2], c.x[1], c.x[3]} : c.x;
+  std::vector<Tensor> xs = leaves({leaf}, dtype, gen, 2.0);
+  if (c.previous) {
+    Tensor prev = detach(uniform({c.x[0], c.x[1], 1, 1}, 3.0, 5.0, dtype, &gen));
+    xs.push_back(prev.requires_grad_(true));
+  }
+  return xs;
+}
+
+std::string map_label(const MapCase& c, DType dtype, NormalizedExpMode mode) {
+  return std::string(mode == NormalizedExpMode::RowMax ? "RowMax " : "PrefixMax ") + dtype_name(dtype) + " " +
+         shape_str(c.x) + (c.heads_last ? " heads last" : "") + (c.previous ? " with previous" : "");
+}
+
+TEST(FusedVsComposite, NormalizedExpMatchesTheCompositeMaps) {
+  for (DType dtype : kDtypes)
+    for (NormalizedExpMode mode : {NormalizedExpMode::RowMax, NormalizedExpMode::PrefixMax})
+      for (const MapCase& c : kMapCases) {
+        if (mode == NormalizedExpMode::RowMax && c.previous) continue;
+        Generator gen(10);
+        const double scale = mode == NormalizedExpMode::RowMax ? 0.37 : 1.0;
+        auto call = [&c, mode, scale](MapOp op) -> Fn {
+          return [&c, mode, scale, op](const std::vector<Tensor>& x) {
+            const Tensor seen = c.heads_last ? transpose(x[0], 1, 2) : x[0];
+            return flat_results(op(seen, mode, scale, x.size() > 1 ? x[1] : Tensor()));
+          };
+        };
+        expect_same(call(normalized_exp), call(normalized_exp_composite), map_leaves(c, dtype, gen),
+                    map_label(c, dtype, mode), map_tolerance(dtype));
+      }
+}
+
+// What the layer replaces: the normalized exp map's key features times normalize_keys' key scale,
+// its log decay lambda and its last max, against prefix_normalized_keys.
+TEST(FusedVsComposite, PrefixNormalizedKeysMatchTheKeyMaxChain) {
+  using namespace nn::linear;
+  for (DType dtype : kDtypes)
+    for (const MapCase& c : kMapCases) {
+      Generator gen(11);
+      auto map = make_feature_map({.kind = FeatureMapKind::NormalizedExp}, c.x[1], c.x[3], gen);
+      auto seen = [&c](const std::vector<Tensor>& x) { return c.heads_last ? transpose(x[0], 1, 2) : x[0]; };
+      auto previous = [](const std::vector<Tensor>& x) { return x.size() > 1 ? x[1] : Tensor(); };
+      auto flat = [](const Tensor& features, const KeyNormalization& n) {
+        return cat({flatten(features), flatten(n.log_decay), flatten(n.last_max)}, 0);
+      };
+      expect_same(
+          [&](const std::vector<Tensor>& x) {
+            const NormalizedKeys keys = prefix_normalized_keys(seen(x), previous(x));
+            return flat(keys.features, keys.norm);
+          },
+          [&](const std::vector<Tensor>& x) {
+            const Tensor k = seen(x);
+            const KeyNormalization n = normalize_keys(map->key_log_shift(k), KeyMaxMode::Prefix, previous(x));
+            return flat(map->forward(k, Role::Key) * n.key_scale, n);
+          },
+          map_leaves(c, dtype, gen), map_label(c, dtype, NormalizedExpMode::PrefixMax), map_tolerance(dtype));
+    }
+}
+
+// Ties across positions and with previous: the gradient goes to the earliest holder, exactly as
+// the composite's running max sends it (each token's own max is unique, where amax would split).
+TEST(FusedVsComposite, NormalizedExpTiesGoToTheEarliestPosition) {
+  Generator gen(12);
+  const int64_t B = 2, H = 1, T = 12, d = 4;
+  std::vector<double> x = (uniform({B, H, T, d}, -1.0, 0.5, kFloat64, &gen)).to_vector<double>();
+  auto at = [&](int64_t b, int64_t t, int64_t c) -> double& { return x[static_cast<size_t>((b * T + t) * d + c)]; };
+  for (int64_t b = 0; b < B; ++b) {
+    at(b, 2, 1) = at(b, 5, 3) = 1.0;  // a max, tied later
+    at(b, 7, 0) = at(b, 9, 2) = at(b, 11, 1) = 2.0;  // a larger one, tied twice
+  }
+  for (const bool with_previous : {false, true}) {
+    std::vector<Tensor> xs = {from_vector(x, {B, H, T, d})};
+    xs[0].requires_grad_(true);
+    if (with_previous) xs.push_back(full({B, H, 1, 1}, 1.0, kFloat64).requires_grad_(true));  // ties at t = 2
+    expect_same(
+        [](const std::vector<Tensor>& v) {
+          return flat_results(normalized_exp(v[0], NormalizedExpMode::PrefixMax, 1.0, v.size() > 1 ? v[1] : Tensor()));
+        },
+        [](const std::vector<Tensor>& v) {
+          const Tensor previous = v.size() > 1 ? v[1] : Tensor();
+          return flat_results(normalized_exp_composite(v[0], NormalizedExpMode::PrefixMax, 1.0, previous));
+        },
+        xs, with_previous ? "previous ties" : "positions tie", map_tolerance(kFloat64));
+  }
+}
+
+// A tie within a token: the whole gradient of m goes to the first feature holding the max (amax
+// would split it), so dx = y dy + (dm - sum y dy) at that feature.
+TEST(FusedVsComposite, NormalizedExpTieWithinATokenGoesToTheFirstFeature) {
+  for (const NormalizedExpMode mode : {NormalizedExpMode::RowMax, NormalizedExpMode::PrefixMax}) {
+    Tensor x = from_vector(std::vector<double>{0.3, 1.5, -0.2, 1.5, 1.5}, {1, 1, 1, 5});
+    x.requires_grad_(true);
+    const NormalizedExp out = normalized_exp(x, mode, 2.0);
+    const Tensor dy = from_vector(std::vector<double>{0.7, -1.1, 0.4, 0.9, -0.3}, {1, 1, 1, 5});
+    const Tensor dm = full({1, 1, 1, 1}, 0.8, kFloat64);
+    const Tensor dx = grad(sum(out.features * dy) + sum(out.max * dm), {x})[0];
+    std::vector<double> expected = (out.features * dy).to_vector<double>();
+    expected[1] += 0.8 - sum(out.features * dy).item();
+    EXPECT_TRUE(all_close(dx, from_vector(expected, {1, 1, 1, 5}), 1e-14, 1e-14));
+  }
+}
+
+// The result and the gradient keep x's memory order, so the layer's head reshapes stay views; a
+// tensor whose features are strided is read through a copy and answered contiguously.
+TEST(FusedVsComposite, NormalizedExpKeepsTheInputsMemoryOrder) {
+  Generator gen(13);
+  Tensor leaf = detach(randn({2, 5, 3, 4}, kFloat64, &gen));
+  leaf.requires_grad_(true);
+  const Tensor x = transpose(leaf, 1, 2);  // (B, H, T, d) with (B, T, H, d) strides
+  const NormalizedExp out = normalized_exp(x, NormalizedExpMode::PrefixMax);
+  EXPECT_EQ(out.features.strides(), x.strides());
+  EXPECT_TRUE(out.max.is_contiguous());
+  EXPECT_EQ(grad(sum(out.features * randn(x.shape(), kFloat64, &gen)), {x})[0].strides(), x.strides());
+  EXPECT_TRUE(normalized_exp(transpose(leaf, 2, 3), NormalizedExpMode::RowMax).features.is_contiguous());
+}
+
+// clamp(refined_log_gate(a, c), floor): floors that hold for none, some and all of the draws.
+TEST(FusedVsComposite, RefinedLogGateMatchesTheClampedComposite) {
+  const double none = -std::numeric_limits<double>::infinity();
+  struct Case {
+    Shape shape;
+    double floor, scale;
+    bool heads_last;  // leaves (B, T, H, dv) seen as (B, H, T, dv)
+  };
+  const Case cases[] = {{{2, 3, 17, 5}, -20.0, 3.0, false}, {{4, 33}, -2.5, 3.0, false},
+                        {{2, 9, 3, 16}, none, 4.0, true},   {{3, 7}, -20.0, 40.0, false},
+                        {{1, 65, 2, 8}, -3.0, 2.0, true},   {{0, 5}, -20.0, 1.0, false}};
+  for (DType dtype : kDtypes)
+    for (const Case& c : cases) {
+      Generator gen(14);
+      auto seen = [&c](const Tensor& t) { return c.heads_last ? transpose(t, 1, 2) : t; };
+      const double floor = c.floor;
+      expect_same([&](const std::vector<Tensor>& x) { return refined_log_gate(seen(x[0]), seen(x[1]), floor); },
+                  [&](const std::vector<Tensor>& x) {
+                    return clamp(nn::linear::refined_log_gate(seen(x[0]), seen(x[1])), floor, std::nullopt);
+                  },
+                  leaves({c.shape, c.shape}, dtype, gen, c.scale),
+                  dtype_name(dtype) + std::string(" ") + shape_str(c.shape) + " floor " + std::to_string(floor),
+                  map_tolerance(dtype));
+    }
+}
+
+// |a|, |c| up to 1e4: every term is a log-sigmoid, so values and gradients stay finite and equal
+// to the composite's; the gradient of a floored entry is 0.
+TEST(FusedVsComposite, RefinedLogGateStaysFiniteAtExtremes) {
+  const std::vector<double> values = {-1e4, -700.0, -50.0, -3.0, 0.0, 2.5, 60.0, 800.0, 1e4};
+  std::vector<double> as, cs;
+  for (double a : values)
+    for (double c : values) {
+      as.push_back(a);
+      cs.push_back(c);
+    }
+  const Shape shape{static_cast<int64_t>(as.size())};
+  for (DType dtype : kDtypes)
+    for (double floor : {-20.0, -std::numeric_limits<double>::infinity()}) {
+      std::vector<Tensor> xs = {to(from_vector(as, shape), dtype), to(from_vector(cs, shape), dtype)};
+      for (Tensor& x : xs) x.requires_grad_(true);
+      const Tensor out = refined_log_gate(xs[0], xs[1], floor);
+      const auto g = grad(sum(out), xs);
+      for (const Tensor& t : {out, g[0], g[1]})
+        for (double v : t.to_vector<double>()) EXPECT_TRUE(std::isfinite(v)) << dtype_name(dtype) << " floor " << floor;
+      expect_same([floor](const std::vector<Tensor>& x) { return refined_log_gate(x[0], x[1], floor); },
+                  [floor](const std::vector<Tensor>& x) {
+                    return clamp(nn::linear::refined_log_gate(x[0], x[1]), floor, std::nullopt);
+                  },
+                  xs, std::string("extremes ") + dtype_name(dtype), map_tolerance(dtype));
+    }
+}
+
+// At the floor itself the gradient is 0, as clamp's is (it passes only strictly above its min).
+TEST(FusedVsComposite, RefinedLogGateHasNoGradientOnTheFloor) {
+  Tensor a = from_vector(std::vector<double>{-2.0, 0.5, -2.0}, {3}), c = from_vector(std::vector<double>{0.3, 0.3, 0.3}, {3});
+  a.requires_grad_(true);
+  c.requires_grad_(true);
+  const double floor = refined_log_gate(a, c, -std::numeric_limits<double>::infinity()).to_vector<double>()[0];
+  const auto fused = grad(sum(refined_log_gate(a, c, floor)), {a, c});
+  const Tensor composite_value = nn::linear::refined_log_gate(a, c);
+  ASSERT_EQ(composite_value.to_vector<double>()[0], floor);  // the composite sits on the same floor
+  const auto composite = grad(sum(clamp(composite_value, floor, std::nullopt)), {a, c});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(fused[i].to_vector<double>()[0], 0.0);
+    EXPECT_EQ(fused[i].to_vector<double>()[2], 0.0);
+    EXPECT_GT(std::abs(fused[i].to_vector<double>()[1]), 0.01);  // above the floor: a gradient
+    EXPECT_TRUE(all_close(fused[i], composite[i], 1e-12, 1e-14));
+  }
+}
+
+TEST(FusedVsComposite, RefinedLogGateKeepsTheMemoryOrderOfA) {
+  Generator gen(15);
+  Tensor a_leaf = detach(randn({2, 5, 3, 4}, kFloat64, &gen)), c_leaf = detach(randn({2, 5, 3, 4}, kFloat64, &gen));
+  a_leaf.requires_grad_(true);
+  c_leaf.requires_grad_(true);
+  const Tensor a = transpose(a_leaf, 1, 2), c = transpose(c_leaf, 1, 2);
+  const Tensor out = refined_log_gate(a, c, -20.0);
+  EXPECT_EQ(out.strides(), a.strides());
+  const auto g = grad(sum(out * randn(out.shape(), kFloat64, &gen)), {a, c});
+  EXPECT_EQ(g[0].strides(), a.strides());
+  EXPECT_EQ(g[1].strides(), c.strides());
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // The fused CUDA kernels of the row families (softmax, log_softmax, cross_entropy, layer_norm,
-// rms_norm) and the rotary embedding against the CPU oracle, forward and backward, in float32 and float64, on awkward sizes
-// (rows of 1, 3 and 1000; 50257 classes; widths that are not multiples of 32, and each row-group
-// size of cuda/kernels/rows.cuh); each also against its composite formula on the GPU; the norms'
-// parameter gradients bit for bit from run to run. Without a GPU every test skips.
+// rms_norm), the rotary embedding and ReGLA's fused maps (normalized_exp, refined_log_gate) against
+// the CPU oracle, forward and backward, in float32 and float64, on awkward sizes (rows of 1, 3 and
+// 1000; 50257 classes; widths that are not multiples of 32, and each row-group size of
+// cuda/kernels/rows.cuh; sequences that span one and several scan tiles); each also against its
+// composite formula on the GPU; the norms' parameter gradients bit for bit from run to run.
+// Without a GPU every test skips.
+#include <cmath>
 #include <limits>
 
 #include "tests/cuda/fused_parity.h"
@@ -249,6 +252,134 @@ TEST(CudaFusedKernels, RotaryEmbeddingMatchesCpu) {
           },
           {random_normal(c.x, dtype, 31)}, fused_tolerance(dtype), label("rotary_embedding", dtype, c.x));
     }
+}
+
+// ---- ReGLA's fused maps ----------------------------------------------------------------------
+
+Tensor normalized_exp_results(const std::vector<Tensor>& x, NormalizedExpMode mode, double scale, bool heads_last) {
+  const Tensor seen = heads_last ? transpose(x[0], 1, 2) : x[0];
+  const NormalizedExp out = normalized_exp(seen, mode, scale, x.size() > 1 ? x[1] : Tensor());
+  return cat({flatten(out.features), flatten(out.max)}, 0);
+}
+
+std::string map_label(NormalizedExpMode mode, DType dtype, const Shape& x, bool heads_last, bool previous) {
+  return label(mode == NormalizedExpMode::RowMax ? "normalized_exp RowMax" : "normalized_exp PrefixMax", dtype, x) +
+         (heads_last ? " heads last" : "") + (previous ? " with previous" : "");
+}
+
+// Lengths below, at and across a warp and the prefix scan's tile of 512 rows; feature widths
+// below, at and across a warp's 32 lanes; half the sizes read (B, T, H, d) leaves seen as
+// (B, H, T, d); PrefixMax with and without a previous running max (drawn to win the first rows).
+TEST(CudaFusedKernels, NormalizedExpMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const int64_t B = 2, H = 3;
+  for (DType dtype : kDtypes)
+    for (NormalizedExpMode mode : {NormalizedExpMode::RowMax, NormalizedExpMode::PrefixMax})
+      for (int64_t T : {1, 17, 64, 65, 512, 513, 1000})
+        for (int64_t d : {1, 16, 33, 64, 100}) {
+          const bool heads_last = (T + d) % 2 == 1;
+          const bool previous = mode == NormalizedExpMode::PrefixMax && T % 2 == 1;
+          const Shape leaf = heads_last ? Shape{B, T, H, d} : Shape{B, H, T, d};
+          std::vector<Tensor> inputs = {random_normal(leaf, dtype, 40) * 2.0};
+          if (previous) inputs.push_back(random_normal({B, H, 1, 1}, dtype, 41) * 0.5 + 5.0);
+          expect_device_parity(
+              [=](const std::vector<Tensor>& x) { return normalized_exp_results(x, mode, 0.3, heads_last); }, inputs,
+              fused_tolerance(dtype), map_label(mode, dtype, leaf, heads_last, previous));
+        }
+}
+
+// Features strided (the op copies them to rows first); many short sequences, more than the
+// prefix kernel's blocks, so each block takes several sequences in turn.
+TEST(CudaFusedKernels, NormalizedExpOfStridedInputsAndManySequences) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes)
+    for (NormalizedExpMode mode : {NormalizedExpMode::RowMax, NormalizedExpMode::PrefixMax}) {
+      expect_device_parity(
+          [mode](const std::vector<Tensor>& x) {
+            return normalized_exp_results({transpose(x[0], 2, 3)}, mode, 1.0, false);
+          },
+          {random_normal({2, 3, 37, 70}, dtype, 42)}, fused_tolerance(dtype), "features strided");
+      expect_device_parity(
+          [mode](const std::vector<Tensor>& x) { return normalized_exp_results(x, mode, 1.0, false); },
+          {random_normal({64, 40, 5, 8}, dtype, 43), random_normal({64, 40, 1, 1}, dtype, 44) + 1.5},
+          fused_tolerance(dtype), mode == NormalizedExpMode::RowMax ? "many rows" : "many sequences");
+    }
+}
+
+// Whole numbers in [-4, 4]: ties everywhere, within tokens, across positions and with previous.
+// The GPU must pick the same holders as the CPU: the first feature, the earliest position,
+// previous before any position.
+TEST(CudaFusedKernels, NormalizedExpBreaksTiesAsTheCpuDoes) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  auto whole = [](const Shape& shape, uint64_t seed) {
+    std::vector<double> v = random_normal(shape, kFloat64, seed).to_vector<double>();
+    for (double& e : v) e = std::max(-4.0, std::min(4.0, std::round(2.0 * e)));
+    return from_vector(v, shape);
+  };
+  for (DType dtype : kDtypes)
+    for (NormalizedExpMode mode : {NormalizedExpMode::RowMax, NormalizedExpMode::PrefixMax})
+      for (int64_t T : {40, 700}) {
+        std::vector<Tensor> inputs = {to(whole({2, 3, T, 45}, 45), dtype)};
+        if (mode == NormalizedExpMode::PrefixMax) inputs.push_back(to(whole({2, 3, 1, 1}, 46) + 1.0, dtype));
+        expect_device_parity(
+            [mode](const std::vector<Tensor>& x) { return normalized_exp_results(x, mode, 1.0, false); }, inputs,
+            fused_tolerance(dtype), map_label(mode, dtype, {2, 3, T, 45}, false, inputs.size() > 1) + " ties");
+      }
+}
+
+TEST(CudaFusedKernels, NormalizedExpMatchesCompositeOnGpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes) {
+    const Tensor x = on_gpu(random_normal({2, 3, 300, 64}, dtype, 47) * 2.0);
+    const Tensor mu = amax(x, {-1}, true);
+    const Tolerance tol = fused_tolerance(dtype);
+    const NormalizedExp rows = normalized_exp(x, NormalizedExpMode::RowMax, 0.5);
+    EXPECT_TRUE(all_close(rows.features, exp(x - mu) * 0.5, tol.rtol, tol.atol)) << dtype_name(dtype);
+    EXPECT_TRUE(all_close(rows.max, mu, 0, 0)) << dtype_name(dtype);
+    // The running max of the token maxima, from the CPU's cumulative loop.
+    std::vector<double> m = to(mu, kCPU).to_vector<double>();
+    for (size_t i = 1; i < m.size(); ++i)
+      if (i % 300 != 0) m[i] = std::max(m[i], m[i - 1]);
+    const Tensor running = on_gpu(to(from_vector(m, mu.shape()), dtype));
+    const NormalizedExp keys = normalized_exp(x, NormalizedExpMode::PrefixMax);
+    EXPECT_TRUE(all_close(keys.max, running, 0, 0)) << dtype_name(dtype);
+    EXPECT_TRUE(all_close(keys.features, exp(x - running), tol.rtol, tol.atol)) << dtype_name(dtype);
+  }
+}
+
+// The refined gate: floors that hold for none, some and all entries; pre-activations of a few
+// units and of thousands; (B, T, H, dv) leaves seen as (B, H, T, dv).
+TEST(CudaFusedKernels, RefinedLogGateMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  struct Case {
+    Shape shape;
+    bool heads_last;
+  };
+  const Case cases[] = {{{1}, false}, {{3, 7}, false}, {{2, 65, 3, 33}, true}, {{4, 1000, 2, 16}, true}, {{0, 4}, false}};
+  for (DType dtype : kDtypes)
+    for (const Case& c : cases)
+      for (double floor : {-20.0, -2.5, -std::numeric_limits<double>::infinity()})
+        for (double scale : {3.0, 3000.0}) {
+          const bool heads_last = c.heads_last;
+          expect_device_parity(
+              [heads_last, floor](const std::vector<Tensor>& x) {
+                auto seen = [heads_last](const Tensor& t) { return heads_last ? transpose(t, 1, 2) : t; };
+                return refined_log_gate(seen(x[0]), seen(x[1]), floor);
+              },
+              {random_normal(c.shape, dtype, 48) * scale, random_normal(c.shape, dtype, 49) * scale},
+              fused_tolerance(dtype),
+              label("refined_log_gate", dtype, c.shape) + " floor " + std::to_string(floor) + " scale " +
+                  std::to_string(scale));
+        }
+}
+
+TEST(CudaFusedKernels, FusedMapsRejectMixedDevices) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Tensor x = on_gpu(random_normal({1, 2, 3, 4}, kFloat32, 50));
+  EXPECT_LINEA_ERROR(normalized_exp(x, NormalizedExpMode::PrefixMax, 1.0, random_normal({1, 2, 1, 1}, kFloat32, 51)),
+                     "normalized_exp", "different devices");
+  EXPECT_LINEA_ERROR(refined_log_gate(x, random_normal({1, 2, 3, 4}, kFloat32, 52), -20.0), "refined_log_gate",
+                     "different devices");
 }
 
 }  // namespace

@@ -350,6 +350,51 @@ TEST(LinearAttentionOptions, PresetsAreWhatTheyClaim) {
   EXPECT_EQ(r.gate.log_decay_floor, -20.0);
 }
 
+// ---- the fused maps against their composite reference -------------------------------------------
+
+// ReGLA's normalized exp map with the prefix key max and its refined gate run as fused ops by
+// default (autograd/ops.h: normalized_exp, refined_log_gate); with fused_feature_map and
+// gate.fused off the layer takes the composite chains they replace. Both give the same outputs
+// and gradients (input and every parameter) in both forms, in float64 to 1e-12.
+TEST(LinearAttentionFused, FusedMapsMatchTheCompositeReference) {
+  LinearAttentionConfig regla = preset(LinearAttentionPreset::Regla);
+  LinearAttentionConfig key_gate = regla;
+  key_gate.gate.regla_dim = DecayDim::Key;
+  LinearAttentionConfig no_norm = regla;
+  no_norm.output_norm = OutputNorm::None;  // the key max's gradient undamped by a norm
+  LinearAttentionConfig map_only = plain();
+  map_only.feature_map.kind = FeatureMapKind::NormalizedExp;
+  const std::pair<const char*, LinearAttentionConfig> cases[] = {
+      {"regla", regla}, {"regla key dim", key_gate}, {"regla no norm", no_norm}, {"map only", map_only}};
+  for (const auto& [name, config] : cases) {
+    LinearAttentionConfig composite = config;
+    composite.fused_feature_map = false;
+    composite.gate.fused = false;
+    auto fused_layer = build(config, kFloat64), reference = build(composite, kFloat64);
+    Generator gen(31);
+    const Tensor x = clone(randn({2, 21, kD}, kFloat64, &gen) * 2.0).requires_grad_();
+    const Tensor u = randn(x.shape(), kFloat64, &gen);
+    auto outputs_and_gradients = [&](LinearAttention& layer, bool decode) {
+      std::vector<Tensor> inputs = {x};
+      for (const Tensor& p : layer.parameters()) inputs.push_back(p);
+      const Tensor y = decode ? decode_all(layer, x) : layer.forward(x);
+      std::vector<Tensor> all = {y};
+      for (const Tensor& g : grad(sum(y * u), inputs, Tensor(), false, true)) all.push_back(g);
+      return all;
+    };
+    for (const bool decode : {false, true}) {
+      const auto fused = outputs_and_gradients(*fused_layer, decode), ref = outputs_and_gradients(*reference, decode);
+      ASSERT_EQ(fused.size(), ref.size());
+      for (size_t i = 0; i < fused.size(); ++i) {
+        ASSERT_EQ(fused[i].defined(), ref[i].defined()) << name << " tensor " << i;
+        if (fused[i].defined())
+          EXPECT_LE(relative_diff(fused[i], ref[i]), 1e-12)
+              << name << (decode ? " decoding" : " forward") << (i == 0 ? ": output" : ": gradient ") << i;
+      }
+    }
+  }
+}
+
 // ---- the key max ----------------------------------------------------------------------------------
 
 // ReGLA with the paper's global key max (eq. 12) is not causal: the max is one scalar per
