@@ -248,44 +248,6 @@ __device__ void for_each_column_sum(const T* raw_k, int key_mode, const T* raw_v
   }
 }
 
-// ---- state rows ---------------------------------------------------------------------------------
-
-// The warp's 16 rows (from row0) of a kWidth x kWidth state tile (row-major, in global scratch) in
-// the accumulator layout, stored.
-template <class T>
-__device__ void store_state_rows(const T (&acc)[8][4], T* tile, int row0) {
-  const FragmentLane l = fragment_lane();
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) tile[(row0 + fragment_row(l, e)) * kWidth + fragment_col(l, n, e)] = acc[n][e];
-}
-
-// The same rows of a (B, H, dv, dk) tensor (the initial or final state, or their gradients), at
-// the sub-problem's tiles; zeros outside dv x dk (and for a null tensor) on loading.
-template <class T>
-__device__ void load_state_rows(T (&acc)[8][4], const T* x, const ScanArgs<T>& a, const Place& p, int row0) {
-  const FragmentLane l = fragment_lane();
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t j = kWidth * p.vt + row0 + fragment_row(l, e), i = kWidth * p.kt + fragment_col(l, n, e);
-      acc[n][e] = x != nullptr && j < a.dv && i < a.dk ? x[(p.seq * a.dv + j) * a.dk + i] : T(0);
-    }
-}
-template <class T>
-__device__ void store_state_rows(const T (&acc)[8][4], T* x, const ScanArgs<T>& a, const Place& p, int row0) {
-  const FragmentLane l = fragment_lane();
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t j = kWidth * p.vt + row0 + fragment_row(l, e), i = kWidth * p.kt + fragment_col(l, n, e);
-      if (j < a.dv && i < a.dk) x[(p.seq * a.dv + j) * a.dk + i] = acc[n][e];
-    }
-}
-
 // ---- the states: each chunk's own update, then a scan over the chunks -------------------------
 //
 // The state after chunk n is  h_{n+1} = diag(ev_n) h_n diag(ek_n) + U_n  with ev_n = exp(Lv_last)
@@ -749,6 +711,36 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
   }
 }
 
+// The gradient of the chunk's values (x = v) or keys (x = k), the part of a side's pass that runs
+// back in time: with the scores' rows s (transposed) of score_rows . score_cols over the other
+// side (q k^T for dv, dout v^T for dk),
+//   dx~      = the anti-causal decayed product of the scores with `carried` (dout for dv, q for dk),
+//   dx^state = score_cols through dh', decayed to the chunk's end,
+//   dx       = dx~ + diag carried + dx^state (rescaled in a mild chunk),
+// and the side's decay-gradient terms w -= x dx~, z = x dx^state (the file's header).
+template <bool kTensorCores, bool kStateTransposed, class T>
+__device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s, const WarpPart& w, T* stripe,
+                               T* diag, const T* score_rows, const T* score_cols, const Side<T>& other,
+                               const T* other_last, const T* x, const T* carried, const Side<T>& own,
+                               const Scaling<T>& scaling) {
+  constexpr int P = Geometry<T>::kPitch;
+  const int r0 = w.r0();
+  const bool mild = scaling.mild;
+  score_stripe<kTensorCores, false>(stripe, diag, score_rows, score_cols, other, w);
+  zero(dx);
+  decayed_product<kTensorCores, false>(dx, stripe, carried, own, w);
+  T state[kChannelTiles][4];
+  zero(state);
+  through_state<kTensorCores, kStateTransposed>(state, score_cols, other, s.dh, w, true, mild ? other_last : nullptr);
+  for_each_element(w, [&](int n, int e, int t, int c) {
+    const T through = state[n][e] * scaling.to_end(t, c);
+    s.w[t * P + c] -= x[t * P + c] * dx[n][e];
+    s.z[t * P + c] = (mild ? x[t * P + c] * scaling.from_start(t, c) : x[t * P + c]) * through;
+    const T sum = dx[n][e] + diag[t - r0] * carried[t * P + c];
+    dx[n][e] = (mild ? sum * scaling.inverse(t, c) : sum) + through;
+  });
+}
+
 // One block per (sub-problem, sequence, chunk): dq, dk over the key tile (partial sums over value
 // tiles), dv over the value tile (partial over key tiles), and both decay gradients. In a mild chunk
 // the tiles hold q+, k-, v-, do+ (prepare_chunk), the products run without decay, and each
@@ -798,18 +790,8 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kerne
     const T inter = mild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
     s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
   });
-  score_stripe<kTensorCores, false>(stripe, diag, s.q, s.k, key_p, w);  // A, rows s (transposed)
-  zero(acc);
-  decayed_product<kTensorCores, false>(acc, stripe, s.dout, value_p, w);  // dv~
-  zero(tmp);
-  through_state<kTensorCores, false>(tmp, s.k, key_p, s.dh, w, true, mild ? s.key_last : nullptr);
-  for_each_element(w, [&](int n, int e, int t, int j) {
-    const T state = tmp[n][e] * value.to_end(t, j);  // dv^state
-    s.w[t * P + j] -= s.v[t * P + j] * acc[n][e];
-    s.z[t * P + j] = (mild ? s.v[t * P + j] * value.from_start(t, j) : s.v[t * P + j]) * state;
-    const T dv = acc[n][e] + diag[t - r0] * s.dout[t * P + j];
-    acc[n][e] = (mild ? dv * value.inverse(t, j) : dv) + state;
-  });
+  input_gradient<kTensorCores, false>(acc, s, w, stripe, diag, s.q, s.k, key_p, s.key_last, s.v, s.dout, value_p,
+                                      value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gv_state, a.value_mode, a.grad_gv, p,
@@ -829,18 +811,8 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kerne
     acc[n][e] = mild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
-  score_stripe<kTensorCores, false>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows s (transposed)
-  zero(acc);
-  decayed_product<kTensorCores, false>(acc, stripe, s.q, key_p, w);  // dk~
-  zero(tmp);
-  through_state<kTensorCores, true>(tmp, s.v, value_p, s.dh, w, true, mild ? s.value_last : nullptr);
-  for_each_element(w, [&](int n, int e, int t, int i) {
-    const T state = tmp[n][e] * key.to_end(t, i);  // dk^state
-    s.w[t * P + i] -= s.k[t * P + i] * acc[n][e];
-    s.z[t * P + i] = (mild ? s.k[t * P + i] * key.from_start(t, i) : s.k[t * P + i]) * state;
-    const T dk = acc[n][e] + diag[t - r0] * s.q[t * P + i];
-    acc[n][e] = (mild ? dk * key.inverse(t, i) : dk) + state;
-  });
+  input_gradient<kTensorCores, true>(acc, s, w, stripe, diag, s.dout, s.v, value_p, s.value_last, s.k, s.q, key_p,
+                                     key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,

@@ -47,8 +47,7 @@ __device__ __forceinline__ FragmentLane fragment_lane() {
   const int lane = static_cast<int>(threadIdx.x % 32);
   return {lane / 4, lane % 4};
 }
-// The row (0..15) and column (0..8 NT - 1) of accumulator element e of n-tile n.
+// The row (0..15) of accumulator element e (its column: Columns::of, chunked_scan.cuh).
 __device__ __forceinline__ int fragment_row(const FragmentLane& l, int e) { return l.g + 8 * (e >> 1); }
-__device__ __forceinline__ int fragment_col(const FragmentLane& l, int n, int e) { return 8 * n + 2 * l.t + (e & 1); }
 
 }  // namespace linea::cuda
