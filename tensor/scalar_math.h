@@ -85,16 +85,41 @@ constexpr double kLn2 = 0.69314718055994530941723;
 //   d log f / da = (1 - g) + g (1 - g)(1 - 2 r) / u = (1 - g)(1 + (1 - 2 r) w1)
 //   d log f / dc = 2 (1 - g) r (1 - r) / u        = w2 (1 - r),
 // products of numbers in [0, 2]: no division by a u that underflows.
+//
+// The GPU kernels are bound by this math, so each element takes three exp and three log1p (and
+// three divisions for the derivatives), not a call per term: one exp and one log1p give all four
+// sigmoid terms of x (a, then c),
+//   e = exp(-|x|),  log sigmoid(x) = min(x, 0) - log1p(e),  log sigmoid(-x) = min(-x, 0) - log1p(e),
+//   sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) below, sigmoid(-x) the other one
+// (so 1 - g and 1 - r never come from a subtraction that cancels), and one more pair gives log u
+// and both weights: with E = exp(-|first - second|) <= 1,
+//   logaddexp(first, second) = max + log1p(E),  weights 1 / (1 + E) (the larger term's), E / (1 + E).
+// E can't come from the first two exps as a product (e^a (1 + e^-c) / 2 and its inverse): once
+// |a| or |c| passes about 40 in float32 such products leave the normal range while E need not.
 template <class T> struct RefinedLogGate {
   T value, d_a, d_c;
 };
+
+// log sigmoid(x), log sigmoid(-x), sigmoid(x), sigmoid(-x) from one exp and one log1p (above).
+template <class T> struct SigmoidTerms {
+  T log_p, log_n, p, n;
+};
+template <class T> LINEA_HD SigmoidTerms<T> sigmoid_terms(T x) {
+  const T e = exp(x > T(0) ? -x : x);  // written so that a NaN x stays NaN
+  const T log1p_e = log1p(e), inv = T(1) / (T(1) + e);
+  const bool up = x >= T(0);
+  return {(up ? T(0) : x) - log1p_e, (up ? -x : T(0)) - log1p_e, up ? inv : e * inv, up ? e * inv : inv};
+}
+
 template <class T> LINEA_HD RefinedLogGate<T> refined_log_gate(T a, T c) {
-  const T first = log_sigmoid(a), second = (log_sigmoid(c) + T(kLn2)) + log_sigmoid(-a);
-  const T shift = first > second ? first : second;
-  const T e1 = exp(first - shift), e2 = exp(second - shift), total = e1 + e2;  // total in [1, 2]
-  const T r = sigmoid(c), one_minus_r = sigmoid(-c);
-  return {first + (shift + log(total)), sigmoid(-a) * (T(1) + (one_minus_r - r) * (e1 / total)),
-          (e2 / total) * one_minus_r};
+  const SigmoidTerms<T> g = sigmoid_terms(a), r = sigmoid_terms(c);
+  const T first = g.log_p, second = (r.log_p + T(kLn2)) + g.log_n;
+  const bool first_larger = first > second;
+  const T shift = first_larger ? first : second;
+  const T E = exp(first_larger ? second - first : first - second);  // a NaN operand makes it NaN
+  const T inv = T(1) / (T(1) + E);
+  const T w1 = first_larger ? inv : E * inv, w2 = first_larger ? E * inv : inv;
+  return {first + (shift + log1p(E)), g.n * (T(1) + (r.n - r.p) * w1), w2 * r.n};
 }
 
 }  // namespace linea::scalar

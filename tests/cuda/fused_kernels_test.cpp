@@ -5,8 +5,11 @@
 // cuda/kernels/rows.cuh; sequences that span one and several scan tiles); each also against its
 // composite formula on the GPU; the norms' parameter gradients bit for bit from run to run.
 // Without a GPU every test skips.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "tests/cuda/fused_parity.h"
 
@@ -327,6 +330,69 @@ TEST(CudaFusedKernels, NormalizedExpBreaksTiesAsTheCpuDoes) {
             [mode](const std::vector<Tensor>& x) { return normalized_exp_results(x, mode, 1.0, false); }, inputs,
             fused_tolerance(dtype), map_label(mode, dtype, {2, 3, T, 45}, false, inputs.size() > 1) + " ties");
       }
+}
+
+// The same numbers, NaN for NaN, and the same sign of every zero: a max is one of its operands,
+// the first of equal ones (-0 and +0 are equal), so the GPU must return the CPU's bits.
+::testing::AssertionResult same_maxima(const Tensor& gpu, const Tensor& cpu) {
+  const auto a = to(gpu, kCPU).to_vector<double>(), e = cpu.to_vector<double>();
+  if (a.size() != e.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool same = std::isnan(e[i]) ? std::isnan(a[i]) : a[i] == e[i] && std::signbit(a[i]) == std::signbit(e[i]);
+    if (!same)
+      return ::testing::AssertionFailure() << "max " << i << ": " << a[i] << " vs expected " << e[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The kernels' tiles and turns (cuda/kernels/normalized_exp.cu): the scans along time take 512
+// rows at a time (T = 511, 512, 513, 3 * 512 + 5); the row passes give a row 1 to 32 lanes, so a
+// warp takes 1 to 32 rows at once (d = 4, 8: several rows per warp; 64; 128 in float32: one warp,
+// one load per lane; 7 and 129: one float per load; 256: a row in two segments); one (b, h)
+// sequence, and 2050 of them (each scan block takes several in turn); PrefixMax with and without
+// previous. Inputs are normal draws, and whole numbers in [-4, 0] with zeros of both signs, so
+// that maxima tie within rows, across positions and with previous.
+TEST(CudaFusedKernels, NormalizedExpAcrossTilesAndSequenceCounts) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  struct Case {
+    int64_t B, H, T, d;
+    bool heads_last;
+  };
+  const Case cases[] = {{1, 1, 511, 64, false},  {1, 1, 512, 64, true},  {1, 1, 513, 64, false},
+                        {1, 1, 1541, 64, true},  {1, 1, 1541, 7, false}, {1, 1, 513, 129, true},
+                        {1, 1, 40, 256, false},  {1, 1, 300, 128, false}, {41, 50, 1, 64, false},
+                        {41, 50, 5, 8, true},    {41, 50, 513, 4, false}};
+  auto non_positive_whole = [](const Shape& shape, uint64_t seed) {
+    std::vector<double> v = random_normal(shape, kFloat64, seed).to_vector<double>();
+    for (double& e : v) e = std::min(std::max(-4.0, std::round(2.0 * e)), 0.0);  // round(-0.3) = -0
+    return from_vector(v, shape);
+  };
+  uint64_t seed = 60;
+  for (DType dtype : kDtypes)
+    for (NormalizedExpMode mode : {NormalizedExpMode::RowMax, NormalizedExpMode::PrefixMax})
+      for (bool previous : {false, true})
+        for (bool ties : {false, true})
+          for (const Case& c : cases) {
+            if (previous && mode == NormalizedExpMode::RowMax) continue;
+            const Shape leaf = c.heads_last ? Shape{c.B, c.T, c.H, c.d} : Shape{c.B, c.H, c.T, c.d};
+            std::vector<Tensor> inputs = {ties ? to(non_positive_whole(leaf, seed), dtype)
+                                               : random_normal(leaf, dtype, seed) * 2.0};
+            if (previous)
+              inputs.push_back(ties ? to(non_positive_whole({c.B, c.H, 1, 1}, seed + 1), dtype)
+                                    : random_normal({c.B, c.H, 1, 1}, dtype, seed + 1) * 0.5 + 5.0);
+            seed += 2;
+            const bool heads_last = c.heads_last;
+            const std::string what = map_label(mode, dtype, leaf, heads_last, previous) + (ties ? " ties" : "");
+            expect_device_parity(
+                [=](const std::vector<Tensor>& x) { return normalized_exp_results(x, mode, 0.3, heads_last); }, inputs,
+                fused_tolerance(dtype), what);
+            auto maxima = [&](const Tensor& x, const Tensor& prev) {
+              return normalized_exp(heads_last ? transpose(x, 1, 2) : x, mode, 0.3, prev).max;
+            };
+            EXPECT_TRUE(same_maxima(maxima(on_gpu(inputs[0]), previous ? on_gpu(inputs[1]) : Tensor()),
+                                    maxima(inputs[0], previous ? inputs[1] : Tensor())))
+                << what;
+          }
 }
 
 TEST(CudaFusedKernels, NormalizedExpMatchesCompositeOnGpu) {
