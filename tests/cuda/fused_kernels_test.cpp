@@ -383,9 +383,14 @@ TEST(CudaFusedKernels, NormalizedExpAcrossTilesAndSequenceCounts) {
             seed += 2;
             const bool heads_last = c.heads_last;
             const std::string what = map_label(mode, dtype, leaf, heads_last, previous) + (ties ? " ties" : "");
+            // The gradient reaching a running max is a sum over up to T rows (a scan tree on the
+            // GPU, time order on the CPU) of terms of order one that largely cancel: float32's
+            // difference between the two orders grows like sqrt(T) rounding units.
+            Tolerance tol = fused_tolerance(dtype);
+            if (dtype == kFloat32) tol.atol *= std::sqrt(static_cast<double>(c.T) / 64.0);
             expect_device_parity(
                 [=](const std::vector<Tensor>& x) { return normalized_exp_results(x, mode, 0.3, heads_last); }, inputs,
-                fused_tolerance(dtype), what);
+                tol, what);
             auto maxima = [&](const Tensor& x, const Tensor& prev) {
               return normalized_exp(heads_last ? transpose(x, 1, 2) : x, mode, 0.3, prev).max;
             };
