@@ -45,7 +45,6 @@ class Block : public Module {
 
  private:
   Tensor mlp_branch(const Tensor& x);
-  Tensor norm(const Module& which, const Tensor& x) const;
   Tensor residual_dropout(const Tensor& x);
 
   std::shared_ptr<Dropout> dropout_;

@@ -1,5 +1,5 @@
-// `linea bench <target>`: each target times linea against an anchor in the same run (DESIGN.md,
-// principle 9) and prints JSON lines.
+// `linea bench <target>`: each target times linea against an anchor in the same run, so that a
+// speed claim is a ratio measured on one machine at one time, and prints JSON lines.
 #include <vector>
 
 #include "tools/commands.h"

@@ -1,5 +1,5 @@
 #pragma once
-// Softmax attention (notes/attention.md section 1): the baseline, and half of a hybrid.
+// Softmax attention (docs/math.md#softmax-attention): the baseline, and half of a hybrid.
 //
 //   o_t = sum_{s in window(t)} softmax_s(q_t . k_s / sqrt(dh)) v_s,   window(t) = (t - W, t]
 //

@@ -1,6 +1,6 @@
 #pragma once
 // CausalConv1D: a depthwise causal convolution over time, Griffin's short convolution before the
-// RG-LRU (notes/attention.md section 6). Each channel c has its own `width` taps w[c, :]:
+// RG-LRU (docs/math.md#causal-convolution). Each channel c has its own `width` taps w[c, :]:
 //
 //   y[b, t, c] = bias[c] + sum_{k < width} w[c, k] * x[b, t - (width - 1) + k, c]
 //

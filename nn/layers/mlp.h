@@ -4,10 +4,10 @@
 //   MLP        y = fc2(act(fc1(x)))                      x (..., D) -> (..., hidden) -> (..., D)
 //   GatedMLP   y = down(act(gate(x)) * up(x))            x (..., D) -> 2 x (..., hidden) -> (..., D)
 //
-// GatedMLP with Activation::Gelu is GeGLU, with Activation::Silu SwiGLU (Shazeer 2020). Griffin's
-// MLP (notes/attention.md section 6) is GeGLU with hidden = 3 D: two branches of width 3D, GeLU
-// on one, their product, a linear map back to D; RecurrentGemma uses the tanh approximation of
-// GeLU (Activation::GeluTanh).
+// GatedMLP with Activation::Gelu is GeGLU, with Activation::Silu SwiGLU (Shazeer 2020).
+// Griffin's MLP (docs/math.md#griffin-recurrent-block) is GeGLU with hidden = 3 D: two branches
+// of width 3D, GeLU on one, their product, a linear map back to D; RecurrentGemma uses the tanh
+// approximation of GeLU (Activation::GeluTanh).
 #include <memory>
 
 #include "nn/layers/linear.h"

@@ -45,7 +45,7 @@ class RMSNorm : public Module {
 };
 
 // The per-head ("group") norm on attention outputs before heads are merged: the "stable
-// normalization" of linear attention (notes/attention.md, sections 2 and 4). Each head's dh
+// normalization" of linear attention (docs/math.md#output-norm). Each head's dh
 // values are normalized on their own, so one head's scale cannot swamp another's.
 //
 // Input (..., H, dh): heads in the second-to-last dim, so the training layout (B, T, H, dh) and

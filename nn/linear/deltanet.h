@@ -1,5 +1,5 @@
 #pragma once
-// DeltaNet (Schlag et al. 2021; notes/attention.md section 3): linear attention whose state is
+// DeltaNet (Schlag et al. 2021; docs/math.md#deltanet): linear attention whose state is
 // updated by the delta rule, so writing a value under a key first erases what that key held.
 // Per head, with phi a feature map followed by L2 normalization (so |k| <= 1):
 //

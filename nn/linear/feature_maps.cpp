@@ -55,9 +55,9 @@ Tensor host_matrix(const std::vector<double>& values, int64_t rows, int64_t cols
 
 // RFA (Peng et al. 2021): phi(z) = sqrt(1/n) [sin(Wz), cos(Wz)] with n = m/2 rows of W ~ N(0, I).
 // Then phi(x).phi(y) = (1/n) sum_i cos(w_i.(x - y)), an unbiased estimate of the Gaussian kernel
-// exp(-|x - y|^2 / 2). The notes write the factor as sqrt(1/m) with m counting the random
-// vectors, as RFA does; here m counts features, so the factor is sqrt(1/n) = sqrt(2/m). One W
-// serves every head (as in Performer). W has no learned scale sigma (RFA optionally learns one).
+// exp(-|x - y|^2 / 2). RFA writes the factor as sqrt(1/m) with m counting the random vectors;
+// here m counts features, so the factor is sqrt(1/n) = sqrt(2/m). One W serves every head (as in
+// Performer). W has no learned scale sigma (RFA optionally learns one).
 class RandomFourierMap final : public FeatureMap {
  public:
   RandomFourierMap(int64_t heads, int64_t d, int64_t m, Generator& gen) : FeatureMap(heads, d, m) {
@@ -78,8 +78,9 @@ class RandomFourierMap final : public FeatureMap {
 // E[phi(x).phi(y)] = exp(x.y) when the rows of W are Gaussian in distribution. The rows are made
 // orthogonal within blocks of d (fewer estimator errors); their lengths follow FavorRowNorms.
 // No max is subtracted: the exponent w.z - |z|^2/2 is at most |w|^2/2 (about d/2), which fits
-// float32 for head widths up to ~150, and a max over keys would break causality (section 4). The
-// inputs are not pre-scaled by d^(-1/4): the layer's query scale plays that part.
+// float32 for head widths up to ~150, and a max over keys would break causality
+// (docs/math.md#key-max). The inputs are not pre-scaled by d^(-1/4): the layer's query scale
+// plays that part.
 class FavorPlusMap final : public FeatureMap {
  public:
   FavorPlusMap(int64_t heads, int64_t d, int64_t m, FavorRowNorms norms, Generator& gen) : FeatureMap(heads, d, m) {
@@ -124,8 +125,8 @@ struct PerHeadAffine {
 };
 
 // Hedgehog (Zhang et al. 2024): u = W z + b with W = I and b = 0 at init, phi = softmax([u, -u])
-// over all 2d entries (as the notes state; the Hedgehog code takes two softmaxes of d entries
-// each, which differs by a per-token factor). Positive, sums to 1, spiky like softmax.
+// over all 2d entries (docs/math.md#feature-maps; the Hedgehog code takes two softmaxes of d
+// entries each, which differs by a per-token factor). Positive, sums to 1, spiky like softmax.
 class HedgehogMap final : public FeatureMap {
  public:
   HedgehogMap(int64_t heads, int64_t d) : FeatureMap(heads, d, 2 * d) {
@@ -152,10 +153,11 @@ class HedgehogMap final : public FeatureMap {
   PerHeadAffine affine_;
 };
 
-// Section 7's product ("diff") map: phi(z) = base(z) (x) s(z), s(z) = sigmoid(W2 z + b2)/sqrt(m2)
-// (Kronecker product, m = m_base m2). Since 0 < s_i < 1/sqrt(m2), 0 < s(q).s(k) < 1, so
-// phi(q).phi(k) = (base(q).base(k)) (s(q).s(k)) keeps the base's sign and is smaller in size:
-// with a non-negative base the attention stays non-negative and below the base's.
+// The product ("diff") map of the LoLCATs setting (docs/math.md#feature-maps):
+// phi(z) = base(z) (x) s(z), s(z) = sigmoid(W2 z + b2)/sqrt(m2) (Kronecker product,
+// m = m_base m2). Since 0 < s_i < 1/sqrt(m2), 0 < s(q).s(k) < 1, so phi(q).phi(k) =
+// (base(q).base(k)) (s(q).s(k)) keeps the base's sign and is smaller in size: with a
+// non-negative base the attention stays non-negative and below the base's.
 // W2 ~ N(0, 1/d) so W2 z has unit scale for unit-scale z; b2 = 0 (s starts near 1/(2 sqrt(m2))).
 class ProductMap final : public FeatureMap {
  public:

@@ -1,5 +1,5 @@
 #pragma once
-// Feature maps phi: R^d -> R^m of linear attention (notes/attention.md sections 2, 4 and 7).
+// Feature maps phi: R^d -> R^m of linear attention (docs/math.md#feature-maps).
 // Linear attention replaces softmax(q.k) by phi(q).phi(k), so the output can be accumulated in a
 // fixed-size state S = sum_s v_s phi(k_s)^T.
 //
@@ -28,7 +28,7 @@ enum class FeatureMapKind {
   FavorPlus,      // Performer: exp(Wz - |z|^2/2) / sqrt(m), W with orthogonal rows
   Hedgehog,       // softmax([u, -u]), u = Wz + b learnable (W = I, b = 0 at init)   m = 2d
   NormalizedExp,  // ReGLA: exp(z - max_j z_j); keys also divided by a max over positions  m = d
-  Product,        // section 7: base(z) (x) sigmoid(W2 z + b2)/sqrt(m2), Kronecker   m = m_base m2
+  Product,        // "diff" map: base(z) (x) sigmoid(W2 z + b2)/sqrt(m2), Kronecker   m = m_base m2
 };
 
 // How FAVOR+ sets the lengths of its orthogonal rows.

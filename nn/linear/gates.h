@@ -1,5 +1,5 @@
 #pragma once
-// Gated update rules (notes/attention.md sections 3 and 4), each written as the log decays the
+// Gated update rules (docs/math.md#gates), each written as the log decays the
 // scan takes (nn/linear/scan.h):
 //
 //   S_t = diag(exp(gv_t)) S_{t-1} diag(exp(gk_t)) + v_t (key_scale_t phi(k_t))^T

@@ -1,5 +1,5 @@
 #pragma once
-// ReGLA's key normalization (eq. 12, notes/attention.md section 4), made exactly causal.
+// ReGLA's key normalization (eq. 12; docs/math.md#key-max), made exactly causal.
 //
 // The paper divides every key feature by exp of the max of k over features AND all positions of
 // the sequence, M. That max sees the future: through the output norm's eps, changing the last

@@ -1,7 +1,8 @@
 #pragma once
 // LinearAttention: the linear and gated linear attention family as one SequenceMixer
-// (notes/attention.md sections 2, 3, 4 and 7). Per head, with phi a feature map (feature_maps.h),
-// a gate's log decays gk, gv (gates.h) and the key max's scalar decay lambda (key_max.h):
+// (docs/math.md#linear-attention, #gates and #key-max). Per head, with phi a feature map
+// (feature_maps.h), a gate's log decays gk, gv (gates.h) and the key max's scalar decay lambda
+// (key_max.h):
 //
 //   q, k = W_q x, W_k x (per head, width key_dim);  v = W_v x (width head_dim = dv)
 //   S_t = diag(e^gv_t) S_{t-1} diag(e^(gk_t + lambda_t)) + v_t (key_scale_t phi(k_t))^T

@@ -1,5 +1,5 @@
-// The gated linear attention scan in its two forms (scan.h; the math is notes/attention.md
-// sections 3 to 5). Everything here is composite: gradients come from the ops' own backward.
+// The gated linear attention scan in its two forms (scan.h; the math is docs/math.md#numerics).
+// Everything here is composite: gradients come from the ops' own backward.
 //
 // Shapes: B batch, H heads, T time, dk key dim, dv value dim; the chunked form cuts T into N
 // chunks of C and each chunk into M sub-blocks of L = options.sub_block.
@@ -130,7 +130,7 @@ Tensor intra_scalar(const Chunks& c, const Tensor& g) {
 // The intra-chunk output with per-channel decays (gk over dk and/or gv over dv; at least one),
 //   o_tj = sum_{s<=t} [sum_i q_ti k_si exp(Gk_ti - Gk_si)] exp(Gv_tj - Gv_sj) v_sj,
 // with G_t - G_s standing for the sum of g over (s, t], by secondary chunking, so that every
-// exponent is <= 0 (notes/attention.md section 5):
+// exponent is <= 0 (docs/math.md#sub-blocks-and-reference-points):
 //   * Diagonal sub-blocks (s, t in one sub-block of L): elementwise, with the (L, L, d) exponents
 //     of pair_log_decay, -inf where s > t.
 //   * Earlier sub-blocks (t in sub-block i, s before its start r = i L): through the reference

@@ -11,10 +11,11 @@
 // scales, normalization and gates are applied by the caller (nn/linear/linear_attention.h); this
 // file only does the recurrence, in its two forms:
 //
-//   chunked_scan    the parallel form for training (notes/attention.md section 5): time is split
-//                   into chunks of C; within a chunk outputs come from matrix products, between
-//                   chunks a state is carried. Memory O(T (dk + dv + C)) per head: no T x T and no
-//                   T x C x d tensor is formed. Every exponent is <= 0, so nothing overflows.
+//   chunked_scan    the parallel form for training: time is split into chunks of C; within a
+//                   chunk outputs come from matrix products, between chunks a state is carried
+//                   (docs/math.md#recurrent-parallel-and-chunked-forms). Memory
+//                   O(T (dk + dv + C)) per head: no T x T and no T x C x d tensor is formed.
+//                   Every exponent is <= 0, so nothing overflows.
 //   scan_step       the recurrent form: one token, state in, state out (size independent of T).
 //
 // Both are composite (made of differentiable ops), so their gradients come from autograd; they

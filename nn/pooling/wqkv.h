@@ -1,5 +1,5 @@
 #pragma once
-// WQKV attention pooling (notes/attention.md section 7; the seed "a linear transformer based on
+// WQKV attention pooling (docs/math.md#wqkv-pooling; the paper "A linear transformer based on
 // attention pooling"). A fixed number S of memory slots pools the history with softmax weights
 // over time, and each token attends to the slots instead of to every past token:
 //
@@ -25,13 +25,13 @@
 //                             by p_l / N_l, p_l = softmax_j(scale q_l . M_l[j] / N_l[j])
 // and decoding is the same recurrence one token at a time.
 //
-// Choices the seed leaves open (its formulas are for one head, batch 1, no scale, no output map):
-//   * heads: 1 by default, as in the seed; with H heads each has its own C = head_dim channels
+// Choices the paper leaves open (its formulas are for one head, batch 1, no scale, no output map):
+//   * heads: 1 by default, as in the paper; with H heads each has its own C = head_dim channels
 //     and its own S slots (W_w maps to H S weights).
-//   * scale: 1 / sqrt(C) on q by default, as in GPT's attention that the seed says it follows
-//     ("similar to GPT"); "none" gives the seed's formula as written.
+//   * scale: 1 / sqrt(C) on q by default, as in GPT's attention that the paper says it follows
+//     ("similar to GPT"); "none" gives the paper's formula as written.
 //   * an output projection W_o (GPT's), so the heads are mixed and the width returns to D.
-//   * no biases on the projections (the seed writes K = W_k X), Xavier-uniform init; w starts
+//   * no biases on the projections (the paper writes K = W_k X), Xavier-uniform init; w starts
 //     small, so the slots start as near-uniform averages of the history.
 //   * slots S = 64 by default.
 #include <memory>
@@ -49,7 +49,7 @@ struct WqkvConfig {
   int64_t d_model = 0;
   int64_t heads = 1;
   int64_t head_dim = 0;  // C per head; 0: d_model / heads
-  int64_t slots = 64;    // S memory slots per head (the seed's D)
+  int64_t slots = 64;    // S memory slots per head (the paper's D)
   WqkvScale scale = WqkvScale::InvSqrtDim;
   bool bias = false;  // on every projection
   linear::ScanOptions scan{};

@@ -1,7 +1,7 @@
 #pragma once
-// Griffin's recurrent block (De et al. 2024; notes/attention.md section 6), the temporal-mixing
-// block that replaces attention in a Griffin layer (the residual structure and the gated MLP
-// around it are nn/model.h's Block):
+// Griffin's recurrent block (De et al. 2024; docs/math.md#griffin-recurrent-block), the
+// temporal-mixing block that replaces attention in a Griffin layer (the residual structure and
+// the MLP around it are nn/model.h's Block):
 //
 //   branch 1:  u = CausalConv1D(W_x x)   (width 4, per channel)  ->  h = RG-LRU(u)
 //   branch 2:  g = GeLU(W_y x)

@@ -1,6 +1,6 @@
 #pragma once
-// RG-LRU, the Real-Gated Linear Recurrent Unit of Griffin (De et al. 2024; notes/attention.md
-// section 6), per channel of width W:
+// RG-LRU, the Real-Gated Linear Recurrent Unit of Griffin (De et al. 2024; docs/math.md#rg-lru),
+// per channel of width W:
 //
 //   r_t = sigmoid(W_a x_t + b_a)              recurrence gate
 //   i_t = sigmoid(W_x x_t + b_x)              input gate

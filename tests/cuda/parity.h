@@ -1,5 +1,6 @@
 #pragma once
-// Helpers for the CPU-vs-CUDA parity tests (principle 2: the plain CPU kernel is the oracle).
+// Helpers for the CPU-vs-CUDA parity tests: the plain CPU kernel is the oracle, because it is
+// simple enough to trust, so every fast CUDA kernel is checked against it.
 // Every test starts with LINEA_SKIP_WITHOUT_CUDA(), so without a GPU the suite skips cleanly.
 #include <functional>
 #include <vector>

@@ -399,8 +399,9 @@ TEST(LinearAttentionFused, FusedMapsMatchTheCompositeReference) {
 
 // ReGLA with the paper's global key max (eq. 12) is not causal: the max is one scalar per
 // (sequence, head), which the RMSNorm would cancel with eps = 0 but does not with eps = 1e-6,
-// because exp(k - M) and the variance scale make the pre-norm output tiny. Reproduces the
-// measurement of notes/attention.md section 4 (float64, T = 256, d = 64, unit-scale inputs).
+// because exp(k - M) and the variance scale make the pre-norm output tiny
+// (docs/math.md#the-global-max-and-what-it-leaks). Measured in float64, T = 256, d = 64,
+// unit-scale inputs; nn/linear/README.md quotes the numbers.
 TEST(LinearAttentionKeyMax, GlobalMaxLeaksTheFutureThroughTheNormEps) {
   const int64_t T = 256, d = 64;
   Generator gen(21);
@@ -432,9 +433,10 @@ TEST(LinearAttentionKeyMax, GlobalMaxLeaksTheFutureThroughTheNormEps) {
   EXPECT_LT(prefix.decode, 1e-9);
 }
 
-// The exact relation behind the leak (notes section 4): per token, the decoded output is the
-// global-max output times e^(M - m_t), M the max over the whole sequence and m_t the running
-// max. Checked with one head and no output norm, so the output is linear in h.
+// The exact relation behind the leak (docs/math.md#the-global-max-and-what-it-leaks): per token,
+// the decoded output is the global-max output times e^(M - m_t), M the max over the whole
+// sequence and m_t the running max. Checked with one head and no output norm, so the output is
+// linear in h.
 TEST(LinearAttentionKeyMax, DecodingIsTheGlobalOutputRescaledByTheRunningMax) {
   const int64_t T = 20, d = 6;
   LinearAttentionConfig c = small(linear_attention_preset(LinearAttentionPreset::Regla, d, 1, d));

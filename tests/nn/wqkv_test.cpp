@@ -1,5 +1,5 @@
 // WQKV attention pooling (nn/pooling/wqkv.h): the forward equals a direct quadratic reference of
-// the seed's formulas; decoding equals forward in float64 and float32, values and gradients, at
+// the paper's formulas; decoding equals forward in float64 and float32, values and gradients, at
 // lengths that are and are not multiples of the chunk; huge pooling weights stay finite;
 // causality; the fixed-size state; errors.
 #include "nn/pooling/wqkv.h"
@@ -43,7 +43,7 @@ void scale_pooling_weights(WqkvPooling& layer, double factor) {
   mul_(layer.w_proj->weight, factor);
 }
 
-// The seed's formulas, literally: for every l and slot j, softmax over i <= l of w_ij pools the
+// The paper's formulas, literally: for every l and slot j, softmax over i <= l of w_ij pools the
 // keys and values (a T x T x S tensor), then q_l attends to the S pooled keys.
 Tensor reference(WqkvPooling& layer, const Tensor& x) {
   const WqkvConfig& c = layer.config();
