@@ -252,11 +252,18 @@ Tensor& copy_(Tensor& x, const Tensor& src);  // src broadcast to x; any dtype a
 // x = cond ? value : x, cond Bool broadcast to x.
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, double value);
 
-// Each tensor's sum of squares as a float64 tensor (one value per tensor, on their common device),
-// accumulated in double, deterministic; no autograd. For the global gradient norm.
+// The optimizer's kernels (ops/optim.cpp), outside autograd:
+// each tensor's sum of squares as a float64 tensor (one value per tensor, on their common device),
+// accumulated in double, deterministic: the global gradient norm;
 Tensor sum_squares(const std::vector<Tensor>& xs);
+// one AdamW step in place over many parameters of one device and dtype (tensor/backend.h:
+// AdamWHyper; the kernel's formula is in tensor/backend_kernels.def). Gradients are read; the
+// parameters and both moment buffers are written, their versions bumped.
+void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                 const std::vector<bool>& decay, const AdamWHyper& hyper);
 
-// A readable one-line check of two tensors' values, for tests: max |a - b|.
+// max |a - b| over two tensors of one shape (no autograd): how tests and benchmarks compare results.
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
 }  // namespace linea

@@ -12,7 +12,7 @@
 
 #include "cuda/check.h"
 #include "cuda/stream.h"
-#include "tensor/cpu/strided_loop.h"  // merge_dims: the CPU's dim coalescing, shared
+#include "tensor/dim_runs.h"
 #include "tensor/scalar_math.h"
 #include "tensor/shape.h"
 
@@ -53,7 +53,7 @@ namespace linea::cuda {
 
 // Where element i (row-major over a shape) of each of N operands lies, in elements from the
 // operand's first element. Passed to kernels by value. Built on the host by strided_offsets(),
-// which merges dims that are contiguous for all operands (the CPU's merge_dims), so contiguous
+// which merges dims that are contiguous for all operands (tensor/dim_runs.h), so contiguous
 // tensors become one dim and the division loop is skipped.
 template <int N>
 struct StridedOffsets {
@@ -104,7 +104,7 @@ struct StridedOffsets {
 // Offsets for N operands iterated over `shape`, operand k having strides *strides[k].
 template <int N>
 StridedOffsets<N> strided_offsets(const Shape& shape, const std::array<const Shape*, N>& strides) {
-  const cpu::Runs<N> runs = cpu::merge_dims<N>(shape, strides);
+  const Runs<N> runs = merge_dims<N>(shape, strides);
   StridedOffsets<N> s;
   s.ndim = static_cast<int>(runs.sizes.size());
   s.index32 = numel_of(shape) <= static_cast<int64_t>(UINT32_MAX);

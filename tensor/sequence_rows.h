@@ -1,7 +1,7 @@
 #pragma once
 // Where the rows of a (B, H, T, d) tensor with a contiguous last dim start in memory, for the
 // kernels that walk each (batch, head) sequence row by row on either backend
-// (tensor/cpu/normalized_exp.cpp, cuda/kernels/normalized_exp.cu). The layers hand over
+// (cpu/normalized_exp.cpp, cuda/kernels/normalized_exp.cu). The layers hand over
 // (B, T, H, d) projections seen as (B, H, T, d), so the rows of one sequence are not adjacent:
 // they are found through the strides of the three leading dims.
 #include <cstdint>

@@ -86,4 +86,14 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
   return out;
 }
 
+DimSplit split_at(const Shape& shape, int64_t dim) {
+  DimSplit s;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < dim) s.outer *= shape[d];
+    else if (d == dim) s.size = shape[d];
+    else s.inner *= shape[d];
+  }
+  return s;
+}
+
 }  // namespace linea

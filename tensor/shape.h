@@ -30,4 +30,11 @@ std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t nd
 // The shape of a reduction over `dims` (normalized), keeping them as size 1 or dropping them.
 Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
 
+// A contiguous tensor viewed as (outer, size along dim, inner): how many kernels, CPU and CUDA,
+// walk a tensor along one dim.
+struct DimSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+DimSplit split_at(const Shape& shape, int64_t dim);
+
 }  // namespace linea

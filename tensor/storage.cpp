@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "cuda/memory.h"
+#include "tensor/device_runtime.h"
 #include "tensor/error.h"
 
 namespace linea {
@@ -30,7 +30,7 @@ const bool kHeapKeepsLargeBlocks = [] {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cuda()) {
-    data_ = cuda::allocate(nbytes, device.index);
+    data_ = cuda_runtime().allocate(nbytes, device.index);
     return;
   }
   const size_t rounded = (std::max<size_t>(nbytes, 1) + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
@@ -39,7 +39,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 }
 
 Storage::~Storage() {
-  if (device_.is_cuda()) cuda::release(data_, nbytes_, device_.index);
+  if (device_.is_cuda()) cuda_runtime().release(data_, nbytes_, device_.index);
   else std::free(data_);
 }
 

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "cuda/memory.h"
 #include "tensor/backend.h"
+#include "tensor/device_runtime.h"
 
 namespace linea {
 
@@ -28,9 +28,12 @@ void copy_bytes(const Tensor& dst, const Tensor& src) {
   if (bytes == 0) return;
   if (src.device().is_cpu() && dst.device().is_cpu()) std::memcpy(dst.raw_data(), src.raw_data(), bytes);
   else if (dst.device().is_cuda() && src.device().is_cpu())
-    cuda::copy_to_device(dst.raw_data(), src.raw_data(), bytes, dst.device().index);
-  else if (dst.device().is_cpu()) cuda::copy_to_host(dst.raw_data(), src.raw_data(), bytes, src.device().index);
-  else cuda::copy_between_devices(dst.raw_data(), dst.device().index, src.raw_data(), src.device().index, bytes);
+    cuda_runtime().copy_to_device(dst.raw_data(), src.raw_data(), bytes, dst.device().index);
+  else if (dst.device().is_cpu())
+    cuda_runtime().copy_to_host(dst.raw_data(), src.raw_data(), bytes, src.device().index);
+  else
+    cuda_runtime().copy_between_devices(dst.raw_data(), dst.device().index, src.raw_data(), src.device().index,
+                                        bytes);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The test binary's entry point: GoogleTest's, after making sure OpenBLAS runs its proper kernels
-// on this CPU (tensor/cpu/blas_core.h), so timings in test logs mean what they say.
+// on this CPU (cpu/blas_core.h), so timings in test logs mean what they say.
 #include <gtest/gtest.h>
 
-#include "tensor/cpu/blas_core.h"
+#include "cpu/blas_core.h"
 
 int main(int argc, char** argv) {
   linea::cpu::reexec_with_better_openblas_core(argv);

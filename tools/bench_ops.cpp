@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/parallel.h"
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"

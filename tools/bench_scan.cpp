@@ -25,7 +25,7 @@
 #include "cuda/memory.h"
 #include "nn/linear/scan.h"
 #include "nn/model.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/parallel.h"
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"

@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cpu/blas_core.h"
+#include "cpu/blas_core.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
-  linea::cpu::reexec_with_better_openblas_core(argv);  // see tensor/cpu/blas_core.h
+  linea::cpu::reexec_with_better_openblas_core(argv);  // see cpu/blas_core.h
   const std::vector<std::string> args(argv + 1, argv + argc);
   return linea::cli::run_main(linea::cli::linea_commands(), args);
 }

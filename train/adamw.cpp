@@ -3,28 +3,13 @@
 #include <map>
 #include <tuple>
 
-#include "tensor/backend.h"
+#include "autograd/ops.h"
 
 namespace linea::train {
 
 namespace {
 
 enum Buffer { kExpAvg, kExpAvgSq };
-
-// adamw_step walks p, m and v as flat arrays. Parameters made by modules and the buffers made by
-// the optimizer are contiguous; a parameter that is a strided view is updated through a copy.
-Tensor flat(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
-
-// After the kernel wrote `updated` (t itself, or its flat copy) in place: copies a flat copy back,
-// and bumps t's version so that a tensor saved for backward before the step fails its check.
-void written_back(const Tensor& t, const Tensor& updated) {
-  if (updated.is_same(t)) {
-    t.bump_version();
-  } else {
-    Tensor target = t;
-    copy_(target, updated);  // bumps the version itself
-  }
-}
 
 }  // namespace
 
@@ -69,19 +54,14 @@ void AdamW::flush() {
     std::vector<Tensor> params, grads, exp_avg, exp_avg_sq;
     std::vector<bool> decay;
     for (const Pending* u : members) {
-      params.push_back(flat(u->param));
+      params.push_back(u->param);
       grads.push_back(u->grad);
-      exp_avg.push_back(flat(u->exp_avg));
-      exp_avg_sq.push_back(flat(u->exp_avg_sq));
+      exp_avg.push_back(u->exp_avg);
+      exp_avg_sq.push_back(u->exp_avg_sq);
       decay.push_back(u->decay && o.weight_decay != 0);
     }
-    const Backend::AdamWHyper hyper{lr(), o.beta1, o.beta2, o.eps, o.weight_decay, std::get<3>(key)};
-    backend_for(params.front()).adamw_step(params, grads, exp_avg, exp_avg_sq, decay, hyper);
-    for (size_t i = 0; i < members.size(); ++i) {
-      written_back(members[i]->param, params[i]);
-      written_back(members[i]->exp_avg, exp_avg[i]);
-      written_back(members[i]->exp_avg_sq, exp_avg_sq[i]);
-    }
+    adamw_step_(params, grads, exp_avg, exp_avg_sq, decay,
+                AdamWHyper{lr(), o.beta1, o.beta2, o.eps, o.weight_decay, std::get<3>(key)});
   }
 }
 

@@ -63,23 +63,4 @@ Tensor& masked_fill_(Tensor& x, const Tensor& mask, double value) {
   return x;
 }
 
-Tensor sum_squares(const std::vector<Tensor>& xs) {
-  LINEA_CHECK(!xs.empty(), "sum_squares", "needs at least one tensor");
-  for (const Tensor& x : xs) {
-    check_floating(x, "sum_squares");
-    LINEA_CHECK(x.device() == xs[0].device(), "sum_squares", "tensors are on different devices: ", xs[0].describe(),
-                " and ", x.describe());
-  }
-  Tensor out = empty({static_cast<int64_t>(xs.size())}, kFloat64, xs[0].device());
-  backend_for(xs[0]).sum_squares(xs, out);
-  return out;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  NoGradGuard no_grad;
-  check_compatible(a, b, "max_abs_diff");
-  if (a.numel() == 0 && b.numel() == 0) return 0.0;
-  return amax(abs(a - b)).item();
-}
-
 }  // namespace linea

@@ -132,4 +132,11 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   return reshape(sum(x, dims, true), shape);
 }
 
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  NoGradGuard no_grad;
+  check_compatible(a, b, "max_abs_diff");
+  if (a.numel() == 0 && b.numel() == 0) return 0.0;
+  return amax(abs(a - b)).item();
+}
+
 }  // namespace linea

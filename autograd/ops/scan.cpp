@@ -3,6 +3,17 @@
 // nn/linear/scan.cpp with its dozens of small ops per chunk and their saved intermediates
 // (tests/autograd/gated_scan_test.cpp checks the two, and the recurrent form, against each other).
 // It saves only its inputs: the backward recomputes the states.
+//
+// The backward's derivation. Forward: S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T, o_t = S_t q_t, with
+// Dv_t = diag(exp(gv_t)), Dk_t = diag(exp(gk_t)). Let G_t = dL/dS_t, which gathers everything that
+// reaches S_t from the future:
+//   G_T = dfinal_state + do_T q_T^T,   G_t = do_t q_t^T + Dv_{t+1} G_{t+1} Dk_{t+1},
+//   dq_t = S_t^T do_t,   dv_t = G_t k_t,   dk_t = G_t^T v_t,   d initial_state = Dv_1 G_1 Dk_1,
+// and as S_t[i,j] depends on gv_t[i] and gk_t[j] only through P_t = Dv_t S_{t-1} Dk_t,
+//   dgv_t[i] = sum_j G_t[i,j] P_t[i,j],   dgk_t[j] = sum_i G_t[i,j] P_t[i,j]
+// (a scalar decay sums both: sum_ij G_t P_t). The CPU kernel walks this backwards in time from
+// state checkpoints (cpu/gated_scan.cpp); the chunked CUDA kernels use its chunked form
+// (cuda/kernels/chunked_scan_kernels.cuh).
 #include "autograd/ops/common.h"
 
 namespace linea {

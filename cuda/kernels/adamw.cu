@@ -1,5 +1,5 @@
 // The AdamW step over many parameters in a few launches, against the CPU oracle
-// (tensor/cpu/attention.cpp): a multi-tensor kernel in the manner of Apex's multi_tensor_apply.
+// (cpu/attention.cpp): a multi-tensor kernel in the manner of Apex's multi_tensor_apply.
 // Each parameter is cut into chunks of kChunk elements and every block updates one chunk. The
 // table saying which tensor and chunk each block takes (pointers to p, g, m, v, sizes, decay
 // flags) travels as the kernel's parameter block, so a step needs no upload and no allocation:

@@ -1,5 +1,5 @@
 // Causal softmax attention in the FlashAttention manner (Dao et al. 2022; the FlashAttention-2
-// work split), against the CPU oracle (tensor/cpu/attention.cpp). No T x T matrix ever exists in
+// work split), against the CPU oracle (cpu/attention.cpp). No T x T matrix ever exists in
 // device memory: scores live in registers and one shared-memory tile at a time.
 //
 // Forward: one block per (batch, head, tile of BQ query rows). The Q tile stays in shared memory

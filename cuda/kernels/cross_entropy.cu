@@ -1,5 +1,5 @@
 // Cross-entropy fused with the softmax of its logits, against the CPU oracle
-// (tensor/cpu/softmax.cpp). logits (N, C), one row group per row (rows.cuh; a block of 1024
+// (cpu/softmax.cpp). logits (N, C), one row group per row (rows.cuh; a block of 1024
 // threads for a vocabulary of 50257):
 //   forward   one pass over the row for its logsumexp (online max and sum), then
 //             loss = lse - x[target]; lse is saved, so backward needs no reduction.

@@ -1,7 +1,7 @@
 // The gated linear attention recurrence (tensor/backend.h: gated_scan) step by step: the CUDA
 // backend's ScanAlgorithm::Sequential, kept as an option and as a second oracle of the chunked
 // tensor-core kernels (chunked_scan.cu, the default), which CudaBackend::gated_scan at the end of
-// this file dispatches to. Tested against the CPU kernel (tensor/cpu/gated_scan.cpp). Per sequence (batch element and head) with Dv_t = diag(exp(gv_t)),
+// this file dispatches to. Tested against the CPU kernel (cpu/gated_scan.cpp). Per sequence (batch element and head) with Dv_t = diag(exp(gv_t)),
 // Dk_t = diag(exp(gk_t)):  S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T,  o_t = S_t q_t.
 //
 // Work split. Row i of S evolves on its own: S_t[i, :] = ev_t[i] (S_{t-1}[i, :] * ek_t) + v_t[i] k_t,

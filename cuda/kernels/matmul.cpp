@@ -16,7 +16,7 @@
 #include "cuda/cublas.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/stream.h"
-#include "tensor/cpu/strided_loop.h"
+#include "tensor/dim_runs.h"
 #include "tensor/matmul_layout.h"
 
 namespace linea::cuda {
@@ -93,7 +93,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
     return s;
   }();
   const Shape a_strides(a.strides().begin(), a.strides().end() - 2), b_strides(b.strides().begin(), b.strides().end() - 2);
-  const cpu::Runs<3> runs = cpu::merge_dims<3>(batch_shape, {&c_strides, &a_strides, &b_strides});
+  const Runs<3> runs = merge_dims<3>(batch_shape, {&c_strides, &a_strides, &b_strides});
   const size_t inner = runs.sizes.size() - 1;
   int64_t outer_count = 1;
   for (size_t d = 0; d < inner; ++d) outer_count *= runs.sizes[d];

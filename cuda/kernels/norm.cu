@@ -1,5 +1,5 @@
 // LayerNorm and RMSNorm over the last dim, forward and backward, against the CPU oracle
-// (tensor/cpu/norm.cpp). x is viewed as (rows, C).
+// (cpu/norm.cpp). x is viewed as (rows, C).
 //   forward     one row group per row (rows.cuh): the mean first, then the variance around it
 //               (two passes rather than E[x^2] - E[x]^2, which cancels badly), then y.
 //   dx          one row group per row: the two row means backward needs, then dx.

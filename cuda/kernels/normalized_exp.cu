@@ -1,5 +1,5 @@
 // ReGLA's normalized exponential feature map, forward and backward (tensor/backend.h:
-// normalized_exp), against the CPU oracle (tensor/cpu/normalized_exp.cpp). Every pass over the
+// normalized_exp), against the CPU oracle (cpu/normalized_exp.cpp). Every pass over the
 // rows of x spreads them over the whole GPU; only the scans along time, over one scalar per row,
 // go sequence by sequence.
 //

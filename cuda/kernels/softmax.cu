@@ -1,12 +1,11 @@
 // Softmax and log-softmax along any dim, forward and backward, against the CPU oracle
-// (tensor/cpu/softmax.cpp). The input, made contiguous, is viewed as (outer, D, inner):
+// (cpu/softmax.cpp). The input, made contiguous, is viewed as (outer, D, inner):
 //   inner == 1 (the last dim, the hot case): one row group per row (rows.cuh: a warp for rows up
 //     to 1024, a block beyond). One pass keeps a running max and sum of exponentials (online
 //     softmax), the second writes: the row is read twice, never written in between.
 //   inner > 1: one thread per (outer, inner) line; the threads of a warp take neighbouring inner
 //     positions, so every step along D reads consecutive addresses. The same two passes.
 #include "cuda/kernels/rows.cuh"
-#include "tensor/cpu/cpu_backend.h"  // split_at: the (outer, D, inner) view the CPU uses too
 
 namespace linea::cuda {
 
@@ -81,7 +80,7 @@ void CudaBackend::softmax(const Tensor& x_, int64_t dim, bool log, const Tensor&
   if (x_.numel() == 0) return;
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_);
-  const cpu::DimSplit s = cpu::split_at(x.shape(), dim);
+  const DimSplit s = split_at(x.shape(), dim);
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
     if (s.inner == 1) {
       with_row_group(s.size, [&]<int kGroup>() {
@@ -102,7 +101,7 @@ void CudaBackend::softmax_backward(const Tensor& y_, const Tensor& dy_, int64_t 
   if (y_.numel() == 0) return;
   const cudaStream_t stream = use_device(device_);
   const Tensor y = contiguous_copy(y_), dy = contiguous_copy(dy_);
-  const cpu::DimSplit s = cpu::split_at(y.shape(), dim);
+  const DimSplit s = split_at(y.shape(), dim);
   dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
     if (s.inner == 1) {
       with_row_group(s.size, [&]<int kGroup>() {

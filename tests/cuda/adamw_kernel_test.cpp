@@ -67,7 +67,7 @@ TEST(CudaAdamW, OptimizerMatchesCpuOverSeveralSteps) {
 TEST(CudaAdamW, LongTensorSpansLaunches) {
   LINEA_SKIP_WITHOUT_CUDA();
   const int64_t n = 320 * 65536 + 1001;
-  const Backend::AdamWHyper hyper{1e-3, 0.9, 0.999, 1e-8, 0.01, 3};
+  const AdamWHyper hyper{1e-3, 0.9, 0.999, 1e-8, 0.01, 3};
   std::vector<Tensor> cpu_p = {random_normal({n}, kFloat32, 1), random_normal({5}, kFloat32, 2)};
   std::vector<Tensor> cpu_g = {random_normal({n}, kFloat32, 3), random_normal({5}, kFloat32, 4)};
   std::vector<Tensor> cpu_m = {random_normal({n}, kFloat32, 5) * 0.1, random_normal({5}, kFloat32, 6) * 0.1};
@@ -91,7 +91,7 @@ TEST(CudaAdamW, RejectsMixedDtypes) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Tensor p = on_gpu(random_normal({4}, kFloat32, 1)), q = on_gpu(random_normal({4}, kFloat64, 2));
   EXPECT_LINEA_ERROR(backend_for(gpu()).adamw_step({p, q}, {p, q}, {p, q}, {p, q}, {true, true},
-                                                   Backend::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.0, 1}),
+                                                   AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.0, 1}),
                      "adamw_step", "parameter 1");
 }
 

@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "tensor/cpu/parallel.h"
+#include "cpu/parallel.h"
 #include "tests/test_util.h"
 
 namespace linea {

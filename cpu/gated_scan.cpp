@@ -14,9 +14,9 @@
 #include <cmath>
 #include <vector>
 
-#include "tensor/cpu/cpu_backend.h"
+#include "cpu/cpu_backend.h"
 #include "tensor/contiguous_outputs.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/parallel.h"
 
 namespace linea::cpu {
 

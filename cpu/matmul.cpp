@@ -3,7 +3,7 @@
 // into the rows of one large gemm.
 #include <cblas.h>
 
-#include "tensor/cpu/cpu_backend.h"
+#include "cpu/cpu_backend.h"
 #include "tensor/matmul_layout.h"
 
 namespace linea::cpu {

@@ -2,8 +2,8 @@
 // ReGLA's refined gate with its backward.
 #include <cmath>
 
-#include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/strided_loop.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/strided_loop.h"
 #include "tensor/scalar_math.h"
 #include "tensor/view.h"
 

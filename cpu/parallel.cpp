@@ -1,4 +1,4 @@
-#include "tensor/cpu/parallel.h"
+#include "cpu/parallel.h"
 
 #include <algorithm>
 #include <condition_variable>

@@ -1,16 +1,6 @@
-#include "tensor/cpu/cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 namespace linea::cpu {
-
-DimSplit split_at(const Shape& shape, int64_t dim) {
-  DimSplit s;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim) s.outer *= shape[d];
-    else if (d == dim) s.size = shape[d];
-    else s.inner *= shape[d];
-  }
-  return s;
-}
 
 Tensor contiguous_copy(const Tensor& t) {
   if (t.is_contiguous()) return t;

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 
 namespace linea::cpu {
 

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
-#include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 #include "tensor/scalar_math.h"
 #include "tensor/sequence_rows.h"
 

@@ -5,8 +5,8 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 
 namespace linea::cpu {
 

@@ -2,8 +2,8 @@
 // Every index is bounds-checked here, where it is read, so a bad id is an Error naming the op.
 #include <cstring>
 
-#include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 
 namespace linea::cpu {
 

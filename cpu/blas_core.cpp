@@ -1,4 +1,4 @@
-#include "tensor/cpu/blas_core.h"
+#include "cpu/blas_core.h"
 
 #include <cblas.h>
 #include <unistd.h>

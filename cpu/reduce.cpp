@@ -4,8 +4,8 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 #include "tensor/scalar_math.h"
 
 namespace linea::cpu {

@@ -2,8 +2,8 @@
 // depends only on (seed, offset + i), never on the thread that draws it.
 #include <cmath>
 
-#include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/parallel.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 #include "tensor/philox.h"
 
 namespace linea::cpu {

@@ -1,0 +1,36 @@
+#pragma once
+// How tensor/ reaches the backends without naming them. The layers below a backend (this folder)
+// cannot include it: instead each backend registers itself here when the program starts
+// (cpu/register.cpp, cuda/register.cpp), and backend_for(), Storage and the copies between
+// devices look it up. A program linked without a GPU runtime gets an Error naming what is
+// missing the first time it asks for a CUDA device.
+#include <cstddef>
+
+namespace linea {
+
+class Backend;
+
+// What tensor/ needs from a GPU runtime besides its kernels: memory and copies (see
+// cuda/memory.h for what each does).
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+  virtual const Backend& backend(int device) const = 0;
+  virtual void* allocate(size_t bytes, int device) const = 0;
+  virtual void release(void* ptr, size_t bytes, int device) const = 0;  // never throws
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes, int device) const = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes, int device) const = 0;
+  virtual void copy_between_devices(void* dst, int dst_device, const void* src, int src_device,
+                                    size_t bytes) const = 0;
+};
+
+// Called once per backend at start-up, from a static initializer of the backend's library (which
+// is linked whole, so the initializer is kept: CMakeLists.txt). The objects must live for the
+// whole program.
+void register_cpu_backend(const Backend& backend);
+void register_cuda_runtime(const DeviceRuntime& runtime);
+
+// The registered GPU runtime; an Error when none is linked.
+const DeviceRuntime& cuda_runtime();
+
+}  // namespace linea
