@@ -14,6 +14,7 @@ CommandTable linea_commands() {
       gradcheck_command(),
       bench_command(),
       plot_command(),
+      graph_command(),
   };
   return {"linea", "subcommand", commands};
 }

@@ -6,7 +6,8 @@
 # (`bash tools/main_job.sh --help` lists them).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-source "$root/tools/setup.sh"
+# Only the command line and the libraries it links: the tests are built by tools/test.sh.
+LINEA_SETUP_TARGET=linea_cli source "$root/tools/setup.sh"
 out="$root/runs/main-job-$(date +%Y%m%d-%H%M%S)"
 printf '\033[1m[linea]\033[0m linea train --out %s %s\n' "$out" "$*"
 "$LINEA_BUILD_DIR/tools/linea" train --out "$out" "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and builds linea on a Debian machine with the C++ toolchain.
 #   1. installs the Debian packages linea needs that are missing (apt-get, as root or via sudo);
-#   2. configures and builds with CMake into build/ (or build-asan/ with --sanitize).
+#   2. configures and builds with CMake into build/ (or build-asan/ with --sanitize): everything,
+#      or only $LINEA_SETUP_TARGET and what it needs when that is set.
 # Other scripts source this; run it alone to just build:  bash tools/setup.sh [--sanitize]
 set -euo pipefail
 
@@ -49,7 +50,14 @@ else
   say "configuring the release build in $build_dir (CUDA: on if nvcc is found)"
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-say "building with $jobs jobs"
-cmake --build "$build_dir" -j "$jobs"
+# LINEA_SETUP_TARGET (set by tools/main_job.sh: linea_cli) builds one target and what it needs;
+# unset, everything, the tests included.
+if [ -n "${LINEA_SETUP_TARGET:-}" ]; then
+  say "building $LINEA_SETUP_TARGET with $jobs jobs"
+  cmake --build "$build_dir" -j "$jobs" --target "$LINEA_SETUP_TARGET"
+else
+  say "building everything with $jobs jobs"
+  cmake --build "$build_dir" -j "$jobs"
+fi
 export LINEA_BUILD_DIR="$build_dir"
 say "built $build_dir/tools/linea"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: sets up and builds (tools/setup.sh), then runs every GoogleTest
-# case through ctest. With --sanitize, does the same in the ASan + UBSan build.
+# case through ctest. With --sanitize, does the same in the ASan + UBSan build. The release run
+# then installs linea into build/install and builds and runs examples/ against that package.
 #   bash tools/test.sh              # release build
 #   bash tools/test.sh --sanitize   # sanitizer build
 set -euo pipefail
@@ -9,4 +10,16 @@ source "$root/tools/setup.sh" "$@"
 printf '\033[1m[linea test]\033[0m running the test suite in %s\n' "$LINEA_BUILD_DIR"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir "$LINEA_BUILD_DIR" -j "$(nproc 2>/dev/null || echo 2)" --output-on-failure --timeout 900
+# ctest pads each progress line with dots to its longest test name (hundreds of them): one space
+# is enough. pipefail keeps ctest's exit status.
+ctest --test-dir "$LINEA_BUILD_DIR" -j "$(nproc 2>/dev/null || echo 2)" --output-on-failure --timeout 900 |
+  sed -E '/^ *[0-9]+\/[0-9]+ Test +#/ s/ \.{2,} / /'
+if [[ "$LINEA_BUILD_DIR" != *asan* ]]; then
+  prefix="$LINEA_BUILD_DIR/install"
+  printf '\033[1m[linea test]\033[0m installing into %s, then building examples/ against it\n' "$prefix"
+  cmake --install "$LINEA_BUILD_DIR" --prefix "$prefix" >/dev/null
+  cmake -S "$root/examples" -B "$LINEA_BUILD_DIR/examples" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$LINEA_BUILD_DIR/examples" >/dev/null
+  "$LINEA_BUILD_DIR/examples/taste"
+fi
