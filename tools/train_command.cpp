@@ -29,7 +29,7 @@ std::string to_key(std::string flag) {
 // The words of a JSON config file as if they had been typed before the real flags, so that the
 // flag parser checks their types and the real flags, coming later, win.
 std::vector<std::string> config_file_words(const std::string& path) {
-  const json::Value config = json::parse(train::read_file(path, "config file"));
+  const json::Value config = json::parse(train::read_file(path, "config file"), path);
   LINEA_CHECK(config.is_object(), "train", "the config file '", path, "' must hold a JSON object");
   std::vector<std::string> words;
   for (const auto& [key, value] : config.items()) {
