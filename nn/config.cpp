@@ -12,8 +12,8 @@ int64_t ModelConfig::resolved_mlp_hidden() const {
 }
 
 json::Value ModelConfig::options_for(char letter) const {
-  const json::Value* found = layers.find(std::string(1, letter));
-  return found ? *found : json::Value(json::Object());
+  const json::Value* found = json::find(layers, std::string(1, letter));
+  return found ? *found : json::Value::object();
 }
 
 void ModelConfig::validate() const {
@@ -31,14 +31,14 @@ void ModelConfig::validate() const {
   LINEA_CHECK(norm_eps >= 0, "config", "norm_eps must be >= 0, got ", norm_eps);
   LINEA_CHECK(dropout >= 0 && dropout < 1, "config", "dropout must be in [0, 1), got ", dropout);
   LINEA_CHECK(layers.is_object(), "config", "\"layers\" must be an object of per-letter options");
-  for (const auto& [letter, options] : layers.as_object()) {
+  for (const auto& [letter, options] : layers.items()) {
     LINEA_CHECK(letter.size() == 1, "config", "\"layers\" keys are single layer letters, got \"", letter, "\"");
     LINEA_CHECK(options.is_object(), "config", "options of layer '", letter, "' must be an object");
   }
 }
 
 json::Value ModelConfig::to_json() const {
-  json::Value v = json::Object();
+  json::Value v = json::Value::object();
   v["vocab_size"] = vocab_size;
   v["d_model"] = d_model;
   v["heads"] = heads;
@@ -60,22 +60,22 @@ ModelConfig ModelConfig::from_json(const json::Value& v) {
   static const std::set<std::string> known = {"vocab_size", "d_model", "heads", "head_dim", "pattern",
                                               "norm", "norm_eps", "mlp", "mlp_hidden", "tie_embeddings",
                                               "dropout", "seed", "layers"};
-  for (const auto& [key, value] : v.as_object())
+  for (const auto& [key, value] : v.items())
     LINEA_CHECK(known.count(key), "config", "unknown key \"", key, "\"");
   ModelConfig c;
-  c.vocab_size = v.get_or<int64_t>("vocab_size", c.vocab_size, "config");
-  c.d_model = v.get_or<int64_t>("d_model", c.d_model, "config");
-  c.heads = v.get_or<int64_t>("heads", c.heads, "config");
-  c.head_dim = v.get_or<int64_t>("head_dim", c.head_dim, "config");
-  c.pattern = v.get_or<std::string>("pattern", c.pattern, "config");
-  c.norm = v.get_or<std::string>("norm", c.norm, "config");
-  c.norm_eps = v.get_or<double>("norm_eps", c.norm_eps, "config");
-  c.mlp = v.get_or<std::string>("mlp", c.mlp, "config");
-  c.mlp_hidden = v.get_or<int64_t>("mlp_hidden", c.mlp_hidden, "config");
-  c.tie_embeddings = v.get_or<bool>("tie_embeddings", c.tie_embeddings, "config");
-  c.dropout = v.get_or<double>("dropout", c.dropout, "config");
-  c.seed = v.get_or<uint64_t>("seed", c.seed, "config");
-  if (const json::Value* layers = v.find("layers"); layers && !layers->is_null()) c.layers = *layers;
+  c.vocab_size = json::get_or<int64_t>(v, "vocab_size", c.vocab_size, "config");
+  c.d_model = json::get_or<int64_t>(v, "d_model", c.d_model, "config");
+  c.heads = json::get_or<int64_t>(v, "heads", c.heads, "config");
+  c.head_dim = json::get_or<int64_t>(v, "head_dim", c.head_dim, "config");
+  c.pattern = json::get_or<std::string>(v, "pattern", c.pattern, "config");
+  c.norm = json::get_or<std::string>(v, "norm", c.norm, "config");
+  c.norm_eps = json::get_or<double>(v, "norm_eps", c.norm_eps, "config");
+  c.mlp = json::get_or<std::string>(v, "mlp", c.mlp, "config");
+  c.mlp_hidden = json::get_or<int64_t>(v, "mlp_hidden", c.mlp_hidden, "config");
+  c.tie_embeddings = json::get_or<bool>(v, "tie_embeddings", c.tie_embeddings, "config");
+  c.dropout = json::get_or<double>(v, "dropout", c.dropout, "config");
+  c.seed = json::get_or<uint64_t>(v, "seed", c.seed, "config");
+  if (const json::Value* layers = json::find(v, "layers"); layers && !layers->is_null()) c.layers = *layers;
   c.validate();
   return c;
 }

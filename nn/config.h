@@ -29,7 +29,7 @@ struct ModelConfig {
   bool tie_embeddings = true;
   double dropout = 0.0;        // residual dropout after each mixer and MLP
   uint64_t seed = 0;           // seeds the dropout masks' generator
-  json::Value layers = json::Object();  // per-letter overrides
+  json::Value layers = json::Value::object();  // per-letter overrides
 
   int64_t layer_count() const { return static_cast<int64_t>(pattern.size()); }
   int64_t resolved_head_dim() const { return head_dim ? head_dim : d_model / heads; }

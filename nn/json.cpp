@@ -1,346 +1,272 @@
-// The JSON value: typed access with errors that say what was expected, equality, and writing.
-// Reading lives in json_parse.cpp.
+// Around nlohmann's parser and writer: values built from its SAX events (so that a key used twice
+// and deep nesting are caught where they occur), its errors turned into linea::Error with the
+// line, the column and what was expected, and the typed reads of json.h.
 #include "nn/json.h"
 
-#include <charconv>
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
-#include <string>
+#include <unordered_set>
 
 namespace linea::json {
 
-const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::Null: return "null";
-    case Kind::Bool: return "bool";
-    case Kind::Number: return "number";
-    case Kind::String: return "string";
-    case Kind::Array: return "array";
-    case Kind::Object: return "object";
-  }
-  return "?";
-}
-
-// ---- Object ----
-
-const Value* Object::find(std::string_view key) const {
-  const auto it = index_.find(key);
-  return it == index_.end() ? nullptr : &members_[it->second].second;
-}
-
-Value* Object::find(std::string_view key) { return const_cast<Value*>(std::as_const(*this).find(key)); }
-
-Value& Object::set(std::string key, Value value) {
-  if (Value* existing = find(key)) return *existing = std::move(value);
-  index_.emplace(key, members_.size());
-  members_.emplace_back(std::move(key), std::move(value));
-  return members_.back().second;
-}
-
-Value& Object::operator[](std::string_view key) {
-  if (Value* existing = find(key)) return *existing;
-  return set(std::string(key), Value());
-}
-
-bool Object::erase(std::string_view key) {
-  if (!contains(key)) return false;
-  // Members' keys are const, so the survivors are rebuilt rather than shifted.
-  std::vector<Member> kept;
-  index_.clear();
-  for (Member& m : members_) {
-    if (m.first == key) continue;
-    index_.emplace(m.first, kept.size());
-    kept.emplace_back(m.first, std::move(m.second));
-  }
-  members_ = std::move(kept);
-  return true;
-}
-
-// ---- typed access ----
-
-namespace detail {
-
 namespace {
-[[noreturn]] void wrong_kind(const Value& v, std::string_view where, const char* expected) {
-  fail("json", where, where.empty() ? "" : ": ", "expected ", expected, ", got ", kind_name(v.kind()));
-}
-}  // namespace
 
-bool read_bool(const Value& v, std::string_view where) {
-  if (!v.is_bool()) wrong_kind(v, where, "a bool");
-  return v.as_bool();
-}
+// Deeper nesting than this is refused: dump (nlohmann's serializer) recurses once per level.
+constexpr size_t kMaxDepth = 512;
 
-double read_double(const Value& v, std::string_view where) {
-  if (!v.is_number()) wrong_kind(v, where, "a number");
-  return v.as_double();
-}
+// The text as nlohmann's parser reads it, one byte at a time, remembering how far it has read:
+// SAX callbacks are not told where they are, and the errors raised in them must say.
+struct CountingReader {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-int64_t read_int(const Value& v, std::string_view where) {
-  if (!v.is_number()) wrong_kind(v, where, "an integer");
-  if (v.is_integer()) return v.as_int64();
-  // 2^63 is exactly representable, so the range test is exact.
-  const double d = v.as_double();
-  if (!(std::trunc(d) == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0))
-    fail("json", where, where.empty() ? "" : ": ", "expected an integer, got ", Value(d).dump());
-  return static_cast<int64_t>(d);
-}
+  const char* at;
+  const char** furthest;
 
-const std::string& read_string(const Value& v, std::string_view where) {
-  if (!v.is_string()) wrong_kind(v, where, "a string");
-  return v.as_string();
-}
-
-std::string describe_key(std::string_view key, std::string_view context) {
-  return std::string(context) + (context.empty() ? "" : " ") + "key '" + std::string(key) + "'";
-}
-
-void fail_range(int64_t value, std::string_view where, const std::string& low, const std::string& high) {
-  fail("json", where, ": expected an integer in [", low, ", ", high, "], got ", value);
-}
-
-}  // namespace detail
-
-Kind Value::kind() const {
-  switch (data_.index()) {
-    case 0: return Kind::Null;
-    case 1: return Kind::Bool;
-    case 2:
-    case 3: return Kind::Number;
-    case 4: return Kind::String;
-    case 5: return Kind::Array;
-    default: return Kind::Object;
+  const char& operator*() const { return *at; }
+  CountingReader& operator++() {
+    *furthest = ++at;
+    return *this;
   }
+  bool operator==(const CountingReader& other) const { return at == other.at; }
+};
+
+// An exception's message without nlohmann's tag ("[json.exception.type_error.316] ").
+std::string words_of(const Value::exception& e) {
+  const std::string message = e.what();
+  const size_t tag_end = message.rfind("] ", message.find(' '));
+  return tag_end == std::string::npos ? message : message.substr(tag_end + 2);
 }
 
-bool Value::as_bool() const {
-  if (!is_bool()) detail::read_bool(*this, {});
-  return std::get<bool>(data_);
-}
-
-double Value::as_double() const {
-  if (const auto* i = std::get_if<int64_t>(&data_)) return static_cast<double>(*i);
-  if (const auto* d = std::get_if<double>(&data_)) return *d;
-  return detail::read_double(*this, {});
-}
-
-int64_t Value::as_int64() const {
-  if (const auto* i = std::get_if<int64_t>(&data_)) return *i;
-  return detail::read_int(*this, {});
-}
-
-const std::string& Value::as_string() const {
-  if (!is_string()) detail::read_string(*this, {});
-  return std::get<std::string>(data_);
-}
-
-const Array& Value::as_array() const {
-  if (!is_array()) fail("json", "expected an array, got ", kind_name(kind()));
-  return std::get<Array>(data_);
-}
-
-Array& Value::as_array() { return const_cast<Array&>(std::as_const(*this).as_array()); }
-
-const Object& Value::as_object() const {
-  if (!is_object()) fail("json", "expected an object, got ", kind_name(kind()));
-  return std::get<Object>(data_);
-}
-
-Object& Value::as_object() { return const_cast<Object&>(std::as_const(*this).as_object()); }
-
-const Value* Value::find(std::string_view key) const { return is_object() ? as_object().find(key) : nullptr; }
-
-const Value& Value::member(std::string_view key, std::string_view context) const {
-  if (!is_object())
-    fail("json", context, context.empty() ? "" : ": ", "expected an object with key '", key, "', got ",
-         kind_name(kind()));
-  if (const Value* v = find(key)) return *v;
-  std::string present;
-  for (const auto& [name, value] : as_object()) present += (present.empty() ? "'" : ", '") + name + "'";
-  fail("json", detail::describe_key(key, context), " is missing (present: ", present.empty() ? "none" : present, ")");
-}
-
-const Value& Value::at(std::string_view key) const { return member(key, {}); }
-
-Value& Value::operator[](std::string_view key) {
-  if (is_null()) data_ = Object();
-  return as_object()[key];
-}
-
-const Value& Value::at(size_t index) const {
-  const Array& a = as_array();
-  if (index >= a.size()) fail("json", "index ", index, " is out of range for an array of ", a.size(), " elements");
-  return a[index];
-}
-
-void Value::push_back(Value v) {
-  if (is_null()) data_ = Array();
-  as_array().push_back(std::move(v));
-}
-
-size_t Value::size() const {
-  if (is_array()) return as_array().size();
-  if (is_object()) return as_object().size();
+// The opening quote of the string whose closing quote is at `close`: the first '"' before it that
+// no odd run of backslashes escapes.
+size_t string_start(std::string_view text, size_t close) {
+  for (size_t i = close; i-- > 0;) {
+    if (text[i] != '"') continue;
+    size_t slashes = 0;
+    while (slashes < i && text[i - 1 - slashes] == '\\') ++slashes;
+    if (slashes % 2 == 0) return i;
+  }
   return 0;
 }
 
-bool operator==(const Value& a, const Value& b) {
-  if (a.kind() != b.kind()) return false;
-  switch (a.kind()) {
-    case Kind::Null: return true;
-    case Kind::Bool: return a.as_bool() == b.as_bool();
-    case Kind::Number: {
-      if (a.is_integer() && b.is_integer()) return a.as_int64() == b.as_int64();
-      const double x = a.as_double(), y = b.as_double();
-      return x == y || (std::isnan(x) && std::isnan(y));
+constexpr const char* kExpectedValue = "expected a value (an object, array, string, number, true, false or null)";
+
+// nlohmann's reasons (fragments of its messages) as linea phrases them: what was expected. Errors
+// inside a token first; then what the parser wanted next, which nlohmann appends ("...; expected
+// ']'") also when the next token did not scan ("[] x": an invalid literal where the end was due).
+struct Phrase {
+  const char* nlohmann;
+  const char* linea;
+};
+constexpr Phrase kPhrases[] = {
+    {"missing closing quote", "expected a closing '\"' for the string starting here"},
+    {"control character", "expected a character of a string (control characters must be escaped)"},
+    {"forbidden character after backslash", "expected one of the escapes \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"},
+    {"must be followed by 4 hex digits", "expected four hex digits after \\u"},
+    {"U+D800..U+DBFF must be followed by",
+     "expected the low half of a surrogate pair after a high surrogate (a low surrogate, \\uDC00 to \\uDFFF)"},
+    {"U+DC00..U+DFFF must follow", "expected a high surrogate before a low one"},
+    {"ill-formed UTF-8", "expected valid UTF-8 in a string"},
+    {"invalid BOM", "expected a UTF-8 byte order mark (EF BB BF) or none"},
+    {"expected digit after '-'", "expected a digit"},
+    {"expected digit after '.'", "expected a digit after '.'"},
+    {"after exponent", "expected a digit in the exponent"},
+    {"number overflow", "expected a number within the range of a double"},
+    {"; expected '[', '{', or a literal", kExpectedValue},
+    {"; expected string literal", "expected a string key"},
+    {"; expected ':'", "expected ':' after an object key"},
+    {"; expected '}'", "expected ',' or '}' after an object member"},
+    {"; expected ']'", "expected ',' or ']' after an array element"},
+    {"; expected end of input", "expected the end of the input after the value"},
+};
+
+// Builds the value from nlohmann's SAX events (the interface of nlohmann::json_sax). Members are
+// appended to the object's vector directly: ordered_json's own insertion looks for the key first,
+// which would make parsing an object of n keys (a vocabulary, a safetensors header) O(n^2); the
+// check for repeated keys uses a hash set per open object instead.
+class Builder {
+ public:
+  Builder(std::string_view text, std::string_view source, int64_t first_line, const char* const& furthest)
+      : text_(text), source_(source), first_line_(first_line), furthest_(furthest) {}
+
+  Value result;
+
+  bool null() { return add(nullptr); }
+  bool boolean(bool b) { return add(b); }
+  bool number_integer(Value::number_integer_t i) { return add(i); }
+  bool number_unsigned(Value::number_unsigned_t u) { return add(u); }
+  bool number_float(Value::number_float_t d, const std::string&) { return add(d); }
+  bool string(std::string& s) { return add(std::move(s)); }
+  bool binary(Value::binary_t& b) { return add(Value::binary(std::move(b))); }  // not in JSON text
+
+  bool start_object(size_t) {
+    open(Value::object());
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(std::string& key) {
+    if (!keys_.back().insert(key).second)
+      error_at(string_start(text_, consumed() - 1), "expected a key not used before in this object");
+    auto& members = static_cast<Value::object_t::Container&>(open_.back()->get_ref<Value::object_t&>());
+    member_ = &members.emplace_back(std::move(key), nullptr).second;
+    return true;
+  }
+  bool end_object() {
+    keys_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(size_t) {
+    open(Value::array());
+    return true;
+  }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+
+  // position: nlohmann's count of bytes read, the end of the input counting as one; the last one
+  // read is where it found the error (for an unexpected token, the token's last byte).
+  bool parse_error(size_t position, const std::string& last_token, const Value::exception& e) {
+    // Without the text it quotes ("; last read: '...'"), the message holds only nlohmann's words.
+    std::string message = words_of(e);
+    if (const size_t quote = message.find("; last read: '" + last_token + "'"); quote != std::string::npos)
+      message.erase(quote, last_token.size() + 15);
+    const auto says = [&](const char* fragment) { return message.find(fragment) != std::string::npos; };
+    size_t at = std::min(position, text_.size() + 1) - 1;
+    if (says("missing closing quote")) at -= std::min(at, last_token.size());  // the string's opening quote
+    else if (says("unexpected ") || says("number overflow")) at = token_start(at, last_token);
+    if (says("unexpected number") && at > 0 && text_[at - 1] == '0')
+      error_at(at, "expected no leading zero in a number");  // "01" scans as 0, then 1
+    for (const Phrase& phrase : kPhrases)
+      if (says(phrase.nlohmann)) error_at(at, phrase.linea);
+    if (says("invalid literal")) {
+      // Where a value was due: a word starting with t, f or n was meant to be a literal.
+      size_t word = at;
+      while (word > 0 && std::isalpha(static_cast<unsigned char>(text_[word - 1]))) --word;
+      const char first = word < at ? text_[word] : '\0';
+      error_at(at, first == 't'   ? "expected 'true'"
+                   : first == 'f' ? "expected 'false'"
+                   : first == 'n' ? "expected 'null'"
+                                  : kExpectedValue);
     }
-    case Kind::String: return a.as_string() == b.as_string();
-    case Kind::Array: return a.as_array() == b.as_array();
-    case Kind::Object: {
-      if (a.size() != b.size()) return false;
-      for (const auto& [key, value] : a.as_object()) {
-        const Value* other = b.find(key);
-        if (other == nullptr || !(*other == value)) return false;
+    const size_t reason = message.find(" - ");  // after nlohmann's own (byte-counting) position
+    fail("json", position_of(at), ": ", message.substr(reason == std::string::npos ? 0 : reason + 3));
+  }
+
+ private:
+  size_t consumed() const { return static_cast<size_t>(furthest_ - text_.data()); }
+
+  // The first byte of the complete token that ends at `last`: a string, a number (whose text
+  // nlohmann keeps in last_token), a literal, or one structural character.
+  size_t token_start(size_t last, const std::string& last_token) const {
+    if (last >= text_.size()) return last;  // the end of the input
+    const auto c = static_cast<unsigned char>(text_[last]);
+    if (c == '"') return string_start(text_, last);
+    if (std::isdigit(c)) return last + 1 - std::min(last + 1, last_token.size());
+    if (!std::isalpha(c)) return last;
+    size_t start = last;
+    while (start > 0 && std::isalpha(static_cast<unsigned char>(text_[start - 1]))) --start;
+    return start;
+  }
+
+  // "run.json, line 3, column 14"; columns count bytes from 1.
+  std::string position_of(size_t at) const {
+    int64_t line = first_line_, column = 1;
+    for (size_t i = 0; i < at && i < text_.size(); ++i) {
+      if (text_[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
       }
-      return true;
     }
+    return std::string(source_) + (source_.empty() ? "" : ", ") + "line " + std::to_string(line) + ", column " +
+           std::to_string(column);
   }
-  return false;
-}
 
-// ---- writing ----
-
-namespace {
-
-// The shortest digits that read back to d (std::to_chars), laid out as Python's repr lays them
-// out: positional for 1e-4 <= |d| < 1e16 with a ".0" on whole numbers, else d.ddde+XX. Either way
-// the text reads back as a double, never as an integer.
-void write_double(std::string& out, double d) {
-  if (std::isnan(d)) return void(out += "NaN");
-  if (std::isinf(d)) return void(out += d > 0 ? "Infinity" : "-Infinity");
-  char buf[64];
-  const auto end = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific).ptr;
-  const std::string_view sci(buf, static_cast<size_t>(end - buf));  // "-1.2345e-05"
-  const size_t e_at = sci.find('e');
-  const int exponent = std::stoi(std::string(sci.substr(e_at + 1)));
-  if (exponent < -4 || exponent >= 16) return void(out += sci);
-  const bool negative = sci[0] == '-';
-  std::string digits;
-  for (char c : sci.substr(negative ? 1 : 0, e_at - (negative ? 1 : 0)))
-    if (c != '.') digits += c;
-  if (negative) out += '-';
-  if (exponent < 0) {
-    out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
-    return;
+  std::string describe(size_t at) const {
+    if (at >= text_.size()) return "the end of the input";
+    const auto c = static_cast<unsigned char>(text_[at]);
+    if (c >= 0x20 && c < 0x7F) return std::string("'") + static_cast<char>(c) + "'";
+    char byte[16];
+    std::snprintf(byte, sizeof byte, "byte 0x%02x", c);
+    return byte;
   }
-  const size_t whole = static_cast<size_t>(exponent) + 1;
-  if (digits.size() <= whole) {
-    out += digits + std::string(whole - digits.size(), '0') + ".0";
-  } else {
-    out += digits.substr(0, whole) + "." + digits.substr(whole);
-  }
-}
 
-// The length of the UTF-8 sequence at s[i]; bytes that are not UTF-8 cannot be written as JSON.
-size_t check_utf8_sequence(std::string_view s, size_t i) {
-  const size_t n = detail::utf8_sequence_length(s, i);
-  if (n == 0) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(s[i]));
-    fail("json", "cannot write a string that is not valid UTF-8: byte ", i, " is ", byte);
+  [[noreturn]] void error_at(size_t at, const std::string& expected) const {
+    fail("json", position_of(at), ": ", expected, ", got ", describe(at));
   }
-  return n;
-}
 
-void write_string(std::string& out, std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t n = check_utf8_sequence(s, i);
-      out.append(s.substr(i, n));
-      i += n;
-      continue;
+  // Where the next value goes: the top, the end of the open array, or the member just keyed.
+  Value* place(Value v) {
+    if (open_.empty()) return &(result = std::move(v));
+    if (open_.back()->is_array()) {
+      auto& elements = open_.back()->get_ref<Value::array_t&>();
+      elements.push_back(std::move(v));
+      return &elements.back();
     }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-    ++i;
+    return &(*member_ = std::move(v));
   }
-  out += '"';
-}
-
-void newline(std::string& out, int indent, int depth) {
-  if (indent < 0) return;
-  out += '\n';
-  out.append(static_cast<size_t>(indent) * static_cast<size_t>(depth), ' ');
-}
-
-void write(std::string& out, const Value& v, int indent, int depth) {
-  switch (v.kind()) {
-    case Kind::Null: out += "null"; break;
-    case Kind::Bool: out += v.as_bool() ? "true" : "false"; break;
-    case Kind::Number:
-      if (v.is_integer())
-        out += std::to_string(v.as_int64());
-      else
-        write_double(out, v.as_double());
-      break;
-    case Kind::String: write_string(out, v.as_string()); break;
-    case Kind::Array: {
-      out += '[';
-      bool first = true;
-      for (const Value& e : v.as_array()) {
-        if (!first) out += ',';
-        first = false;
-        newline(out, indent, depth + 1);
-        write(out, e, indent, depth + 1);
-      }
-      if (!first) newline(out, indent, depth);
-      out += ']';
-      break;
-    }
-    case Kind::Object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [key, value] : v.as_object()) {
-        if (!first) out += ',';
-        first = false;
-        newline(out, indent, depth + 1);
-        write_string(out, key);
-        out += indent < 0 ? ":" : ": ";
-        write(out, value, indent, depth + 1);
-      }
-      if (!first) newline(out, indent, depth);
-      out += '}';
-      break;
-    }
+  bool add(Value v) {
+    place(std::move(v));
+    return true;
   }
+  void open(Value container) {
+    if (open_.size() >= kMaxDepth)
+      error_at(consumed() - 1, "expected nesting of at most " + std::to_string(kMaxDepth) + " arrays and objects");
+    // Pointers into the open containers stay valid: only the innermost one grows.
+    open_.push_back(place(std::move(container)));
+  }
+
+  std::string_view text_;
+  std::string_view source_;
+  int64_t first_line_;
+  const char* const& furthest_;
+  std::vector<Value*> open_;
+  std::vector<std::unordered_set<std::string>> keys_;  // of each open object
+  Value* member_ = nullptr;
+};
+
+Value parse_from(std::string_view text, std::string_view source, int64_t first_line) {
+  const char* furthest = text.data();
+  Builder builder(text, source, first_line, furthest);
+  const CountingReader begin{text.data(), &furthest}, end{text.data() + text.size(), &furthest};
+  Value::sax_parse(begin, end, &builder);  // errors throw from the builder
+  return std::move(builder.result);
 }
 
 }  // namespace
 
-std::string Value::dump(int indent) const {
-  std::string out;
-  write(out, *this, indent, 0);
+Value parse(std::string_view text, std::string_view source) { return parse_from(text, source, 1); }
+
+std::vector<Value> parse_lines(std::string_view text, std::string_view source) {
+  std::vector<Value> out;
+  int64_t line = 1;
+  for (size_t start = 0; start < text.size(); ++line) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view content = text.substr(start, end - start);
+    if (content.find_first_not_of(" \t\r") != std::string_view::npos) out.push_back(parse_from(content, source, line));
+    start = end + 1;
+  }
   return out;
+}
+
+std::string dump(const Value& v, int indent) {
+  try {
+    return v.dump(indent);
+  } catch (const Value::type_error& e) {  // 316: a string that is not UTF-8
+    fail("json", "cannot write a string that is not valid UTF-8: ", words_of(e));
+  }
 }
 
 Value read_file(const std::string& path) {
@@ -352,11 +278,59 @@ Value read_file(const std::string& path) {
 }
 
 void write_file(const std::string& path, const Value& v, int indent) {
-  const std::string text = v.dump(indent) + "\n";  // before opening: a failed dump leaves no half file
+  const std::string text = dump(v, indent) + "\n";  // before opening: a failed dump leaves no half file
   std::ofstream out(path, std::ios::binary);
   LINEA_CHECK(out, "json", "cannot open '", path, "' for writing");
   out << text;
   LINEA_CHECK(out.good(), "json", "failed writing '", path, "'");
 }
+
+const Value* find(const Value& v, std::string_view key) {
+  if (!v.is_object()) return nullptr;
+  const auto it = v.find(key);
+  return it == v.end() ? nullptr : &*it;
+}
+
+const Value& at(const Value& v, std::string_view key, std::string_view context) {
+  if (!v.is_object())
+    fail("json", context, context.empty() ? "" : ": ", "expected an object with key '", key, "', got ", v.type_name());
+  if (const Value* member = find(v, key)) return *member;
+  std::string present;
+  for (const auto& [name, value] : v.items()) present += (present.empty() ? "'" : ", '") + name + "'";
+  fail("json", detail::describe_key(key, context), " is missing (present: ", present.empty() ? "none" : present, ")");
+}
+
+const Value& at(const Value& v, size_t index) {
+  if (!v.is_array()) fail("json", "expected an array, got ", v.type_name());
+  if (index >= v.size()) fail("json", "index ", index, " is out of range for an array of ", v.size(), " elements");
+  return v[index];
+}
+
+namespace detail {
+
+void wrong_kind(const Value& v, std::string_view where, const char* expected) {
+  fail("json", where, where.empty() ? "" : ": ", "expected ", expected, ", got ", v.type_name());
+}
+
+void out_of_range(const Value& v, std::string_view where, const std::string& low, const std::string& high) {
+  fail("json", where, where.empty() ? "" : ": ", "expected an integer in [", low, ", ", high, "], got ", dump(v));
+}
+
+int64_t read_int64(const Value& v, std::string_view where) {
+  if (!v.is_number()) wrong_kind(v, where, "an integer");
+  if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
+  if (v.is_number_unsigned()) out_of_range(v, where, std::to_string(INT64_MIN), std::to_string(INT64_MAX));
+  // A double with an integral value in range; 2^63 is exactly representable, so the test is exact.
+  const double d = v.get<double>();
+  if (!(std::trunc(d) == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+    fail("json", where, where.empty() ? "" : ": ", "expected an integer, got ", dump(v));
+  return static_cast<int64_t>(d);
+}
+
+std::string describe_key(std::string_view key, std::string_view context) {
+  return std::string(context) + (context.empty() ? "" : " ") + "key '" + std::string(key) + "'";
+}
+
+}  // namespace detail
 
 }  // namespace linea::json

@@ -3,7 +3,7 @@
 namespace linea::nn {
 
 void LayerOptions::finish() const {
-  for (const auto& [key, value] : options_.as_object()) {
+  for (const auto& [key, value] : options_.items()) {
     if (known_.count(key)) continue;
     std::string list;
     for (const std::string& k : known_) list += (list.empty() ? "" : ", ") + k;

@@ -19,7 +19,7 @@ class LayerOptions {
   template <class T>
   T get(const std::string& key, T fallback) {
     known_.insert(key);
-    return options_.get_or<T>(key, fallback, context());
+    return json::get_or<T>(options_, key, fallback, context());
   }
   void finish() const;
 

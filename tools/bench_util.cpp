@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "tensor/error.h"
@@ -24,21 +24,6 @@ double median(std::vector<double> values) {
   std::nth_element(values.begin(), values.begin() + mid, values.end());
   if (values.size() % 2 == 1) return values[mid];
   return 0.5 * (values[mid] + *std::max_element(values.begin(), values.begin() + mid));
-}
-
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    if (ch == '"' || ch == '\\') out += {'\\', ch};
-    else if (static_cast<unsigned char>(ch) < 0x20) {
-      char escape[8];
-      std::snprintf(escape, sizeof escape, "\\u%04x", ch);
-      out += escape;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -67,25 +52,12 @@ std::pair<double, double> median_ms_pair(int repeats, const std::function<void()
   return {median(times_a), median(times_b)};
 }
 
-JsonLine& JsonLine::raw(const std::string& key, const std::string& json_value) {
-  if (!body_.empty()) body_ += ',';
-  body_ += quoted(key) + ":" + json_value;
-  return *this;
-}
-
-JsonLine& JsonLine::add(const std::string& key, const std::string& value) { return raw(key, quoted(value)); }
-
 JsonLine& JsonLine::add(const std::string& key, double value) {
-  if (!std::isfinite(value)) return raw(key, "null");
+  // A timing carries no more than six significant digits; rounded to them, the double prints
+  // with no more either. nlohmann writes NaN and infinities as null.
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);
-  return raw(key, text);
-}
-
-JsonLine& JsonLine::add(const std::string& key, const std::vector<int64_t>& values) {
-  std::vector<std::string> items;
-  for (const int64_t v : values) items.push_back(std::to_string(v));
-  return raw(key, std::string("[").append(join(items, ",")).append("]"));
+  return set(key, std::strtod(text, nullptr));
 }
 
 JsonLinesOut::JsonLinesOut(const std::string& path) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/json.h"
 #include "tools/flags.h"
 
 namespace linea::cli::bench {
@@ -34,19 +35,22 @@ std::vector<std::string> split_list(const std::string& text);
 // One JSON object on one line; keys keep the order they were added in.
 class JsonLine {
  public:
-  JsonLine& add(const std::string& key, const std::string& value);
-  JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
-  JsonLine& add(const std::string& key, double value);  // non-finite values become null
+  JsonLine& add(const std::string& key, const std::string& value) { return set(key, value); }
+  JsonLine& add(const std::string& key, const char* value) { return set(key, value); }
+  JsonLine& add(const std::string& key, double value);  // 6 significant digits; non-finite values become null
   template <std::integral T>
   JsonLine& add(const std::string& key, T value) {
-    return raw(key, std::to_string(value));
+    return set(key, value);
   }
-  JsonLine& add(const std::string& key, const std::vector<int64_t>& values);
-  std::string str() const { return "{" + body_ + "}"; }
+  JsonLine& add(const std::string& key, const std::vector<int64_t>& values) { return set(key, values); }
+  std::string str() const { return json::dump(record_); }
 
  private:
-  JsonLine& raw(const std::string& key, const std::string& json_value);
-  std::string body_;
+  JsonLine& set(const std::string& key, json::Value value) {
+    record_[key] = std::move(value);
+    return *this;
+  }
+  json::Value record_ = json::Value::object();
 };
 
 // Writes each line to stdout and, when path is not empty, to that file as well.

@@ -34,7 +34,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   const Device dev = Device::parse(device);
   const train::SavedModel saved = train::load_saved_model(checkpoint, dev);
   train::TrainOptions run_options;
-  if (const json::Value* options = saved.checkpoint.trainer.extra.find("options")) run_options.update_from_json(*options);
+  if (const json::Value* options = json::find(saved.checkpoint.trainer.extra, "options")) run_options.update_from_json(*options);
   if (!tokenizer_file.empty()) {
     const auto given = train::load_tokenizer(tokenizer_file);
     LINEA_CHECK(given->fingerprint() == saved.tokenizer->fingerprint(), "eval", "vocabulary mismatch: the tokenizer '",

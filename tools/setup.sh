@@ -17,9 +17,10 @@ done
 
 say() { printf '\033[1m[linea setup]\033[0m %s\n' "$*"; }
 
-# Debian packages: compiler and build tools, OpenBLAS (CPU GEMM), GoogleTest, libpng (plots) and
-# fortunes (the default training corpus: English text that needs no network).
-packages=(g++ cmake ninja-build pkg-config libopenblas-dev libgtest-dev libpng-dev fortunes)
+# Debian packages: compiler and build tools, OpenBLAS (CPU GEMM), nlohmann-json (header-only: JSON
+# configs, logs and checkpoints), GoogleTest, libpng (plots) and fortunes (the default training
+# corpus: English text that needs no network).
+packages=(g++ cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev libgtest-dev libpng-dev fortunes)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -29,14 +29,14 @@ std::string to_key(std::string flag) {
 // The words of a JSON config file as if they had been typed before the real flags, so that the
 // flag parser checks their types and the real flags, coming later, win.
 std::vector<std::string> config_file_words(const std::string& path) {
-  const json::Value config = json::parse(train::read_file(path, "config file"));
+  const json::Value config = json::parse(train::read_file(path, "config file"), path);
   LINEA_CHECK(config.is_object(), "train", "the config file '", path, "' must hold a JSON object");
   std::vector<std::string> words;
-  for (const auto& [key, value] : config.as_object()) {
+  for (const auto& [key, value] : config.items()) {
     const std::string flag = "--" + to_flag_name(key);
-    if (value.is_bool()) words.push_back(value.as_bool() ? flag : "--no-" + to_flag_name(key));
-    else if (value.is_string()) words.insert(words.end(), {flag, value.as_string()});
-    else words.insert(words.end(), {flag, value.dump()});  // numbers, and layer_options' object
+    if (value.is_boolean()) words.push_back(value.get<bool>() ? flag : "--no-" + to_flag_name(key));
+    else if (value.is_string()) words.insert(words.end(), {flag, value.get<std::string>()});
+    else words.insert(words.end(), {flag, json::dump(value)});  // numbers, and layer_options' object
   }
   return words;
 }
@@ -115,17 +115,17 @@ train::TrainOptions resumed_options(const train::TrainOptions& given, const Flag
   if (!latest) return given;  // train_model reports the missing checkpoint
   const train::Checkpoint ck = train::load_checkpoint(*latest);
   train::TrainOptions saved;
-  saved.update_from_json(ck.trainer.extra.at("options"));
+  saved.update_from_json(json::at(ck.trainer.extra, "options", *latest + "/trainer.json extra"));
   const json::Value now = given.to_json(), before = saved.to_json();
-  for (const auto& [key, value] : now.as_object()) {
+  for (const auto& [key, value] : now.items()) {
     if (!flags.was_set(to_flag_name(key))) continue;
     if (train::may_change_on_resume(key)) {
-      json::Value one = json::Object();
+      json::Value one = json::Value::object();
       one[key] = value;
       saved.update_from_json(one);
     }
-    else if (value.dump() != before.at(key).dump())
-      flags.fail("--" + to_flag_name(key) + " cannot change on --resume (the run has " + before.at(key).dump() + ")");
+    else if (value != json::at(before, key))
+      flags.fail("--" + to_flag_name(key) + " cannot change on --resume (the run has " + json::dump(json::at(before, key)) + ")");
   }
   saved.resume = true;
   saved.out = given.out;

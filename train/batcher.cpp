@@ -34,7 +34,7 @@ Batch gather(std::span<const int64_t> tokens, const int64_t* starts, int64_t row
 }
 
 uint64_t parse_uint64(const json::Value& value, std::string_view key, std::string_view context) {
-  const std::string text = value.get<std::string>(key, context);
+  const std::string text = json::get<std::string>(value, key, context);
   uint64_t parsed = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), parsed);
   LINEA_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(), "batcher_state", context,
@@ -56,8 +56,8 @@ json::Value to_json(const BatcherState& state) {
 
 BatcherState batcher_state_from_json(const json::Value& value, std::string_view context) {
   return {parse_uint64(value, "seed", context), parse_uint64(value, "offset", context),
-          value.get<int64_t>("batches_drawn", context), value.get<int64_t>("batch_size", context),
-          value.get<int64_t>("context", context)};
+          json::get<int64_t>(value, "batches_drawn", context), json::get<int64_t>(value, "batch_size", context),
+          json::get<int64_t>(value, "context", context)};
 }
 
 RandomBatcher::RandomBatcher(std::span<const int64_t> tokens, int64_t batch_size, int64_t context, uint64_t seed)

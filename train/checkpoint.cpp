@@ -156,15 +156,15 @@ json::Value trainer_json(const TrainerState& t) {
 
 TrainerState read_trainer(const std::string& path) {
   const json::Value v = json::parse(read_file(path, "trainer state"), path);
-  const json::Value& rng = v.at("rng");
+  const json::Value& rng = json::at(v, "rng", path);
   TrainerState t;
-  t.step = v.get<int64_t>("step", path);
-  t.lr = v.get<double>("lr", path);
-  t.rng_seed = from_text<uint64_t>(rng.get<std::string>("seed", path), path, "rng.seed");
-  t.rng_offset = from_text<uint64_t>(rng.get<std::string>("offset", path), path, "rng.offset");
-  t.data = v.at("data");
-  t.tokenizer = v.at("tokenizer");
-  t.extra = v.at("extra");
+  t.step = json::get<int64_t>(v, "step", path);
+  t.lr = json::get<double>(v, "lr", path);
+  t.rng_seed = from_text<uint64_t>(json::get<std::string>(rng, "seed", path), path, "rng.seed");
+  t.rng_offset = from_text<uint64_t>(json::get<std::string>(rng, "offset", path), path, "rng.offset");
+  t.data = json::at(v, "data", path);
+  t.tokenizer = json::at(v, "tokenizer", path);
+  t.extra = json::at(v, "extra", path);
   return t;
 }
 
@@ -172,9 +172,9 @@ TrainerState read_trainer(const std::string& path) {
 void write_files(const std::string& dir, const Checkpoint& c) {
   save_safetensors(path_in(dir, kModel), c.model,
                    {{"format", "linea"}, {"format_version", std::to_string(kFormatVersion)}});
-  write_file_atomically(path_in(dir, kConfig), c.config.dump(2) + "\n");
+  write_file_atomically(path_in(dir, kConfig), json::dump(c.config, 2) + "\n");
   write_optimizer(path_in(dir, kOptimizer), c.optimizer);
-  write_file_atomically(path_in(dir, kTrainer), trainer_json(c.trainer).dump(2) + "\n");
+  write_file_atomically(path_in(dir, kTrainer), json::dump(trainer_json(c.trainer), 2) + "\n");
 
   json::Value manifest;
   manifest["format_version"] = kFormatVersion;
@@ -183,7 +183,7 @@ void write_files(const std::string& dir, const Checkpoint& c) {
     manifest["files"][file]["bytes"] = static_cast<int64_t>(fs::file_size(path));
     manifest["files"][file]["fnv1a64"] = hex64(file_fnv1a64(path, "checkpoint file"));
   }
-  write_file_atomically(path_in(dir, kManifest), manifest.dump(2) + "\n");
+  write_file_atomically(path_in(dir, kManifest), json::dump(manifest, 2) + "\n");
   sync_directory(dir);
 }
 
@@ -245,17 +245,17 @@ std::optional<std::string> latest_checkpoint(const std::string& root) {
 void verify_checkpoint(const std::string& dir) {
   const std::string manifest_path = path_in(dir, kManifest);
   const json::Value manifest = json::parse(read_file(manifest_path, "checkpoint manifest"), manifest_path);
-  const int64_t version = manifest.get<int64_t>("format_version", manifest_path);
+  const int64_t version = json::get<int64_t>(manifest, "format_version", manifest_path);
   check_format_version(std::to_string(version), manifest_path);
-  const json::Value& files = manifest.at("files");
+  const json::Value& files = json::at(manifest, "files", manifest_path);
   LINEA_CHECK(files.size() == kFiles.size(), "checkpoint", "'", manifest_path, "' should list ", kFiles.size(),
               " files, lists ", files.size());
   for (const char* file : kFiles) {
     const std::string path = path_in(dir, file);
-    const json::Value* entry = files.find(file);
+    const json::Value* entry = json::find(files, file);
     if (!entry) fail_checkpoint("'", manifest_path, "' does not list ", file);
-    const int64_t expected_bytes = entry->get<int64_t>("bytes", manifest_path);
-    const std::string expected_hash = entry->get<std::string>("fnv1a64", manifest_path);
+    const int64_t expected_bytes = json::get<int64_t>(*entry, "bytes", manifest_path);
+    const std::string expected_hash = json::get<std::string>(*entry, "fnv1a64", manifest_path);
     std::error_code ec;
     const uintmax_t bytes = fs::file_size(path, ec);
     if (ec) fail_checkpoint("'", path, "' is missing or unreadable: ", ec.message());

@@ -22,8 +22,8 @@ RunLog::RunLog(const std::string& path, int64_t keep_through_step) : path_(path)
       } catch (const Error&) {
         break;  // a line cut short by a crash ends what can be trusted
       }
-      const json::Value* step = record.find("step");
-      if (step && step->is_number() && step->as_int64() > keep_through_step) continue;
+      const json::Value* step = json::find(record, "step");
+      if (step && step->is_number() && json::as<int64_t>(*step, "step") > keep_through_step) continue;
       kept += line + "\n";
     }
     write_file_atomically(path, kept);
@@ -38,7 +38,7 @@ RunLog::~RunLog() {
 }
 
 void RunLog::write(const json::Value& record) {
-  const std::string line = record.dump() + "\n";
+  const std::string line = json::dump(record) + "\n";
   const bool ok = std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0;
   LINEA_CHECK(ok, "train", "cannot write the run log '", path_, "': ", std::strerror(errno));
 }

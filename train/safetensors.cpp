@@ -59,24 +59,20 @@ void write_safetensors(const Sink& sink, const NamedTensors& tensors, const Meta
     return dtype_size(a.second.dtype()) > dtype_size(b.second.dtype());
   });
 
-  json::Object header;
+  json::Value header = json::Value::object();
   if (!metadata.empty()) {
-    json::Object meta;
-    for (const auto& [key, value] : metadata) meta.set(key, value);
-    header.set(kMetadataKey, std::move(meta));
+    json::Value& meta = header[kMetadataKey] = json::Value::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
   }
   uint64_t offset = 0;
   for (const auto& [name, t] : order) {
-    json::Array shape;
-    for (int64_t size : t.shape()) shape.emplace_back(size);
-    json::Object entry;
-    entry.set("dtype", safetensors_name(t.dtype()));
-    entry.set("shape", std::move(shape));
-    entry.set("data_offsets", json::Array{json::Value(offset), json::Value(offset + tensor_bytes(t))});
-    header.set(name, std::move(entry));
+    json::Value& entry = header[name];
+    entry["dtype"] = safetensors_name(t.dtype());
+    entry["shape"] = t.shape();
+    entry["data_offsets"] = {offset, offset + tensor_bytes(t)};
     offset += tensor_bytes(t);
   }
-  std::string text = json::Value(std::move(header)).dump();
+  std::string text = json::dump(header);
   text.resize((text.size() + 7) / 8 * 8, ' ');
 
   unsigned char length[8];
@@ -112,7 +108,7 @@ class Decoder {
     const json::Value header = read_header();
     Safetensors out;
     std::vector<Entry> entries;
-    for (const auto& [key, value] : header.as_object()) {
+    for (const auto& [key, value] : header.items()) {
       if (key == kMetadataKey) out.metadata = parse_metadata(value);
       else entries.push_back(parse_entry(key, value));
     }
@@ -149,62 +145,63 @@ class Decoder {
   }
 
   Metadata parse_metadata(const json::Value& value) const {
-    if (!value.is_object()) error("__metadata__ must be an object, got ", json::kind_name(value.kind()));
+    if (!value.is_object()) error("__metadata__ must be an object, got ", value.type_name());
     Metadata out;
-    for (const auto& [key, v] : value.as_object()) {
-      if (!v.is_string()) error("__metadata__ value '", key, "' must be a string, got ", json::kind_name(v.kind()));
-      out[key] = v.as_string();
+    for (const auto& [key, v] : value.items()) {
+      if (!v.is_string()) error("__metadata__ value '", key, "' must be a string, got ", v.type_name());
+      out[key] = v.get<std::string>();
     }
     return out;
   }
 
   // A non-negative integer of the header.
   uint64_t count(const json::Value& v, const std::string& name, const char* what) const {
-    if (!v.is_integer() || v.as_int64() < 0)
-      error("tensor '", name, "': ", what, " must be non-negative integers, got ", v.dump());
-    return static_cast<uint64_t>(v.as_int64());
+    const bool non_negative = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+    if (!non_negative)
+      error("tensor '", name, "': ", what, " must be non-negative integers, got ", json::dump(v));
+    return v.get<uint64_t>();
   }
 
   Entry parse_entry(const std::string& name, const json::Value& value) const {
-    if (!value.is_object()) error("tensor '", name, "' must be an object, got ", json::kind_name(value.kind()));
-    for (const auto& [key, v] : value.as_object())
+    if (!value.is_object()) error("tensor '", name, "' must be an object, got ", value.type_name());
+    for (const auto& [key, v] : value.items())
       if (key != "dtype" && key != "shape" && key != "data_offsets") error("tensor '", name, "' has an unknown key '", key, "'");
-    const json::Value* dtype = value.find("dtype");
-    const json::Value* shape = value.find("shape");
-    const json::Value* offsets = value.find("data_offsets");
+    const json::Value* dtype = json::find(value, "dtype");
+    const json::Value* shape = json::find(value, "shape");
+    const json::Value* offsets = json::find(value, "data_offsets");
     if (!dtype || !shape || !offsets) error("tensor '", name, "' needs dtype, shape and data_offsets");
 
     Entry e{name, kFloat32, {}, 0, 0};
-    const std::optional<DType> parsed = dtype->is_string() ? dtype_named(dtype->as_string()) : std::nullopt;
-    if (!parsed) error("tensor '", name, "' has dtype ", dtype->dump(), "; linea reads F32, F64, I64 and BOOL");
+    const std::optional<DType> parsed = dtype->is_string() ? dtype_named(dtype->get<std::string>()) : std::nullopt;
+    if (!parsed) error("tensor '", name, "' has dtype ", json::dump(*dtype), "; linea reads F32, F64, I64 and BOOL");
     e.dtype = *parsed;
 
-    if (!shape->is_array()) error("tensor '", name, "': shape must be an array, got ", shape->dump());
+    if (!shape->is_array()) error("tensor '", name, "': shape must be an array, got ", json::dump(*shape));
     if (shape->size() > static_cast<size_t>(kMaxDims))
       error("tensor '", name, "' has ", shape->size(), " dims; linea supports at most ", kMaxDims);
     // The product of the non-zero sizes must fit int64, or linea's own shape arithmetic (strides,
     // numel) would overflow even for an empty tensor.
     uint64_t numel = 1, nonzero_product = 1;
-    for (const json::Value& size : shape->as_array()) {
+    for (const json::Value& size : *shape) {
       const uint64_t s = count(size, name, "shape sizes");
       e.shape.push_back(static_cast<int64_t>(s));
       if (s == 0) numel = 0;
       else if (__builtin_mul_overflow(nonzero_product, s, &nonzero_product) ||
                nonzero_product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        error("tensor '", name, "' has shape ", shape->dump(), ", too large");
+        error("tensor '", name, "' has shape ", json::dump(*shape), ", too large");
     }
     if (numel != 0) numel = nonzero_product;
 
     if (!offsets->is_array() || offsets->size() != 2)
-      error("tensor '", name, "': data_offsets must be [begin, end], got ", offsets->dump());
-    e.begin = count(offsets->at(size_t{0}), name, "data_offsets");
-    e.end = count(offsets->at(size_t{1}), name, "data_offsets");
+      error("tensor '", name, "': data_offsets must be [begin, end], got ", json::dump(*offsets));
+    e.begin = count((*offsets)[0], name, "data_offsets");
+    e.end = count((*offsets)[1], name, "data_offsets");
     if (e.begin > e.end || e.end > data_size_)
       error("tensor '", name, "' has data_offsets [", e.begin, ", ", e.end, "] outside the data section of ",
             data_size_, " bytes");
     const uint64_t span = e.end - e.begin, element = dtype_size(e.dtype);
     if (span % element != 0 || span / element != numel)
-      error("tensor '", name, "' of dtype ", dtype->as_string(), " and shape ", shape->dump(), " needs ", numel,
+      error("tensor '", name, "' of dtype ", dtype->get<std::string>(), " and shape ", json::dump(*shape), " needs ", numel,
             " elements, but data_offsets span ", span, " bytes");
     return e;
   }

@@ -5,7 +5,7 @@
 namespace linea::train {
 
 json::Value tokenizer_record(const Tokenizer& tokenizer) {
-  json::Value v = json::Object();
+  json::Value v = json::Value::object();
   v["kind"] = tokenizer.name();
   v["vocab_size"] = tokenizer.vocab_size();
   v["file"] = tokenizer.file_contents();
@@ -14,7 +14,7 @@ json::Value tokenizer_record(const Tokenizer& tokenizer) {
 
 std::unique_ptr<Tokenizer> tokenizer_from_record(const json::Value& record, const std::string& origin) {
   LINEA_CHECK(record.is_object() && record.contains("file"), "checkpoint", origin, " holds no tokenizer");
-  return parse_tokenizer(record.get<std::string>("file", origin), origin);
+  return parse_tokenizer(json::get<std::string>(record, "file", origin), origin);
 }
 
 SavedModel load_saved_model(const std::string& path, Device device) {

@@ -20,9 +20,7 @@ template <class T>
 Binding bind_field(T TrainOptions::*field) {
   return {[field](const TrainOptions& o) { return json::Value(o.*field); },
           [field](TrainOptions& o, const json::Value& v, const std::string& key) {
-            json::Value holder = json::Object();
-            holder[key] = v;
-            o.*field = holder.get<T>(key, "train config");
+            o.*field = json::as<T>(v, "train config key '" + key + "'");
           }};
 }
 
@@ -57,14 +55,14 @@ bool may_change_on_resume(const std::string& key) {
 }
 
 json::Value TrainOptions::to_json() const {
-  json::Value v = json::Object();
+  json::Value v = json::Value::object();
   for (const auto& [key, binding] : bindings()) v[key] = binding.get(*this);
   return v;
 }
 
 void TrainOptions::update_from_json(const json::Value& value) {
   LINEA_CHECK(value.is_object(), "train config", "a training config must be a JSON object");
-  for (const auto& [key, v] : value.as_object()) {
+  for (const auto& [key, v] : value.items()) {
     const auto it = bindings().find(key);
     LINEA_CHECK(it != bindings().end(), "train config", "unknown key \"", key, "\"");
     it->second.set(*this, v, key);

@@ -83,7 +83,7 @@ Corpus load_training_corpus(const TrainOptions& o, const std::optional<ResumePoi
 }
 
 json::Value eval_record(int64_t step, const char* split, const EvalResult& r) {
-  json::Value v = json::Object();
+  json::Value v = json::Value::object();
   v["kind"] = "eval";
   v["step"] = step;
   v["split"] = split;
@@ -136,7 +136,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
   std::filesystem::create_directories(o.out);
   RunLog log(o.out + "/log.jsonl", resume ? step : -1);
   {
-    json::Value record = json::Object();
+    json::Value record = json::Value::object();
     record["kind"] = resume ? "resume" : "config";
     record["step"] = step;
     record["options"] = o.to_json();
@@ -162,7 +162,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
     ck.trainer.rng_offset = model.dropout_generator().offset();
     ck.trainer.data = to_json(batcher.state());
     ck.trainer.tokenizer = tokenizer_record(*corpus.tokenizer);
-    ck.trainer.extra = json::Object();
+    ck.trainer.extra = json::Value::object();
     ck.trainer.extra["options"] = o.to_json();
     return save_checkpoint(o.out, ck);
   };
@@ -192,7 +192,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
     const double step_seconds = seconds_since(step_start);
     const double elapsed = seconds_since(loop_start);
     const double tokens_per_s = static_cast<double>(tokens_per_step * (step - first_step)) / std::max(elapsed, 1e-9);
-    json::Value record = json::Object();
+    json::Value record = json::Value::object();
     record["kind"] = "step";
     record["step"] = step;
     record["loss"] = loss;
@@ -237,7 +237,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
                                  .top_p = o.top_p, .seed = derive_seed(o.seed, kSampleStream)},
                  device);
     result.sample = corpus.tokenizer->decode(prompt) + corpus.tokenizer->decode(ids);
-    json::Value record = json::Object();
+    json::Value record = json::Value::object();
     record["kind"] = "sample";
     record["step"] = step;
     record["text"] = result.sample;

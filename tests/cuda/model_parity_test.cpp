@@ -28,7 +28,7 @@ nn::ModelConfig config_with(char letter) {
   c.pattern = std::string(1, letter) + "S";
   // A chunk shorter than the sequence (21), so the chunked form crosses a chunk boundary (and a
   // sequence that is not a multiple of it), in every letter that has a chunked form.
-  c.layers = json::Object();
+  c.layers = json::Value::object();
   for (const char chunked : std::string("LHAFGRDUW")) c.layers[std::string(1, chunked)] = json::parse(R"({"chunk_size": 16})");
   return c;
 }
@@ -130,7 +130,7 @@ std::vector<double> logged_losses(const std::string& run_dir) {
   std::string line;
   while (std::getline(in, line)) {
     const json::Value record = json::parse(line);
-    if (record.get<std::string>("kind") == "step") losses.push_back(record.get<double>("loss"));
+    if (json::get<std::string>(record, "kind") == "step") losses.push_back(json::get<double>(record, "loss"));
   }
   return losses;
 }

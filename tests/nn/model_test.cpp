@@ -25,7 +25,7 @@ TEST(ModelConfig, RoundTripsThroughJson) {
   const ModelConfig back = ModelConfig::from_json(json::parse(c.to_json().dump()));
   EXPECT_EQ(back.to_json().dump(), c.to_json().dump());
   EXPECT_EQ(back.pattern, "SRSR");
-  EXPECT_EQ(back.options_for('S').get<int64_t>("window"), 4);
+  EXPECT_EQ(json::get<int64_t>(back.options_for('S'), "window"), 4);
 }
 
 TEST(ModelConfig, RejectsBadValues) {

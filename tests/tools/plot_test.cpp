@@ -131,7 +131,7 @@ TEST(PlotCurves, MovingAverageIsCenteredAndKeepsTheEnds) {
 TEST(PlotCurves, EvalsTakeTokensFromTheStepsAroundThem) {
   const RunLog log = parse_run_log(
       "{\"kind\":\"step\",\"step\":10,\"loss\":3,\"tokens\":1000}\n"
-      "{\"kind\":\"step\",\"step\":20,\"loss\":NaN,\"tokens\":2000}\n"
+      "{\"kind\":\"step\",\"step\":20,\"loss\":null,\"tokens\":2000}\n"
       "{\"kind\":\"eval\",\"step\":15,\"split\":\"valid\",\"loss\":2}\n"
       "{\"kind\":\"eval\",\"step\":30,\"split\":\"valid\",\"loss\":1}\n"
       "{\"kind\":\"eval\",\"step\":30,\"split\":\"train\",\"loss\":0.5}\n",
@@ -140,7 +140,7 @@ TEST(PlotCurves, EvalsTakeTokensFromTheStepsAroundThem) {
   options.x = XQuantity::Tokens;
   options.metric = Metric::Perplexity;
   const RunCurves c = run_curves(log, options);
-  ASSERT_EQ(c.train.size(), 1u);  // the NaN step is left out
+  ASSERT_EQ(c.train.size(), 1u);  // the step with a NaN loss (null in JSON) is left out
   EXPECT_DOUBLE_EQ(c.train[0].y, std::exp(3.0));
   ASSERT_EQ(c.valid.size(), 2u);  // the train-split eval is not the validation curve
   EXPECT_DOUBLE_EQ(c.valid[0].x, 1500);

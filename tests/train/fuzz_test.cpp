@@ -109,7 +109,7 @@ TEST(SafetensorsFuzz, MutatedValidFiles) {
 void bless(const std::string& dir) {
   json::Value manifest = json::parse(read_file(dir + "/manifest.json", "manifest"));
   const json::Value files = manifest.at("files");  // a copy: the loop edits the manifest
-  for (const auto& [file, entry] : files.as_object()) {
+  for (const auto& [file, entry] : files.items()) {
     const std::string bytes = read_file(dir + "/" + file, "file");
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016" PRIx64, fnv1a64(bytes));

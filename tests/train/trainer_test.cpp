@@ -59,7 +59,7 @@ std::map<int64_t, std::string> logged_losses(const std::string& run_dir) {
   std::string line;
   while (std::getline(in, line)) {
     const json::Value r = json::parse(line);
-    if (r.get<std::string>("kind") == "step") losses[r.get<int64_t>("step")] = r.at("loss").dump();
+    if (json::get<std::string>(r, "kind") == "step") losses[json::get<int64_t>(r, "step")] = json::dump(json::at(r, "loss"));
   }
   return losses;
 }

@@ -15,14 +15,14 @@ namespace {
 
 // The record's number under key, NaN when absent or null; any other kind is an error.
 double optional_number(const json::Value& record, const char* key, const std::string& where) {
-  const json::Value* v = record.find(key);
+  const json::Value* v = json::find(record, key);
   if (v == nullptr || v->is_null()) return NAN;
-  LINEA_CHECK(v->is_number(), "plot", where, ": '", key, "' must be a number, got ", json::kind_name(v->kind()));
-  return v->as_double();
+  LINEA_CHECK(v->is_number(), "plot", where, ": '", key, "' must be a number, got ", v->type_name());
+  return v->get<double>();
 }
 
 double required_number(const json::Value& record, const char* key, const std::string& where) {
-  const json::Value* v = record.find(key);
+  const json::Value* v = json::find(record, key);
   LINEA_CHECK(v != nullptr, "plot", where, ": the record has no '", key, "'");
   return optional_number(record, key, where);
 }
@@ -80,10 +80,11 @@ RunLog parse_run_log(std::string_view text, const std::string& source) {
     if (content.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const json::Value& record = records.at(next++);
     const std::string where = source + ", line " + std::to_string(line);
-    LINEA_CHECK(record.is_object(), "plot", where, ": expected a JSON object, got ", json::kind_name(record.kind()));
-    const json::Value* kind = record.find("kind");
-    if (kind == nullptr || !kind->is_string()) continue;
-    if (kind->as_string() == "step") {
+    LINEA_CHECK(record.is_object(), "plot", where, ": expected a JSON object, got ", record.type_name());
+    const json::Value* kind_value = json::find(record, "kind");
+    if (kind_value == nullptr || !kind_value->is_string()) continue;
+    const std::string& kind = kind_value->get_ref<const std::string&>();
+    if (kind == "step") {
       StepRecord r;
       r.step = required_step(record, where);
       r.loss = required_number(record, "loss", where);
@@ -92,16 +93,16 @@ RunLog parse_run_log(std::string_view text, const std::string& source) {
       if (std::isfinite(r.time_s)) last_time = r.time_s;
       r.line = line;
       steps[r.step] = r;
-    } else if (kind->as_string() == "eval") {
+    } else if (kind == "eval") {
       // An eval's own "tokens" is how many it evaluated, not how many training had seen.
       EvalRecord r;
       r.step = required_step(record, where);
-      if (const json::Value* split = record.find("split"); split != nullptr && split->is_string()) r.split = split->as_string();
+      if (const json::Value* split = json::find(record, "split"); split != nullptr && split->is_string()) r.split = split->get<std::string>();
       r.loss = required_number(record, "loss", where);
       r.ppl = optional_number(record, "ppl", where);
       r.line = line;
       evals[{r.step, r.split}] = r;
-    } else if (kind->as_string() == "resume") {
+    } else if (kind == "resume") {
       time_offset = last_time;
     }
   }
