@@ -199,7 +199,7 @@ ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const 
                                         const Tensor& gv, const Tensor& initial_state = Tensor(),
                                         ScanAlgorithm algorithm = ScanAlgorithm::Chunked);
 
-// ---- the linear attention layers' fused maps (nn/linear) ----
+// ---- the linear attention layers' fused maps (nn/linear_attention) ----
 // ReGLA's normalized exponential feature map through one fused kernel forward and one backward,
 // per (batch b, head h) of x (B, H, T, d), float32 or float64, d >= 1:
 //   RowMax (queries):  m_t = max_c x_t,c
@@ -209,7 +209,7 @@ ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const 
 //   features y_t,c = scale exp(x_t,c - m_t)  (B, H, T, d), laid out in memory like x;
 //   max m_t  (B, H, T, 1).
 // Equal to the composite exp(x - amax(x, -1)) * scale (queries) and exp(x - mu) exp(mu - m) with
-// mu = amax(x, -1) and m its running max (keys: nn/linear/feature_maps.h and key_max.h). Both
+// mu = amax(x, -1) and m its running max (keys: nn/linear_attention/feature_maps.h and key_max.h). Both
 // results are differentiable (views of one recorded result), in x and previous; the gradient
 // reaching m_t goes to the one element holding it, the earliest on ties: previous, then the
 // smallest position, then the smallest feature (amax would split a tie within a token evenly).

@@ -1,5 +1,5 @@
 // The gated linear attention recurrence (tensor/backend.h: gated_scan), the plain CPU kernel and
-// the oracle of the CUDA one. The composite chunked scan (nn/linear/scan.cpp) spends most of its
+// the oracle of the CUDA one. The composite chunked scan (nn/linear_attention/scan.cpp) spends most of its
 // time in dozens of small elementwise ops and their copies; this kernel walks time once per
 // (batch, head), which is O(T dk dv) work with nothing but the state in memory.
 //

@@ -2,11 +2,26 @@
 
 #include <set>
 
+#include "nn/names.h"
+
 namespace linea::nn {
+
+namespace {
+const names::Table<NormKind> kNormNames[] = {{NormKind::RMS, "rms"}, {NormKind::Layer, "layer"}};
+const names::Table<MlpKind> kMlpNames[] = {
+    {MlpKind::Gelu, "gelu"}, {MlpKind::GeluTanh, "gelu_tanh"}, {MlpKind::GeGLU, "geglu"}, {MlpKind::SwiGLU, "swiglu"}};
+}  // namespace
+
+std::string norm_kind_name(NormKind kind) { return names::name_in(kNormNames, kind); }
+NormKind norm_kind_named(const std::string& name, const char* op) {
+  return names::parse_in(kNormNames, name, op, "norm");
+}
+std::string mlp_kind_name(MlpKind kind) { return names::name_in(kMlpNames, kind); }
+MlpKind mlp_kind_named(const std::string& name, const char* op) { return names::parse_in(kMlpNames, name, op, "mlp"); }
 
 int64_t ModelConfig::resolved_mlp_hidden() const {
   if (mlp_hidden > 0) return mlp_hidden;
-  if (mlp == "gelu" || mlp == "gelu_tanh") return 4 * d_model;
+  if (mlp == MlpKind::Gelu || mlp == MlpKind::GeluTanh) return 4 * d_model;
   const int64_t two_thirds_of_four = (8 * d_model + 2) / 3;
   return (two_thirds_of_four + 7) / 8 * 8;
 }
@@ -24,9 +39,6 @@ void ModelConfig::validate() const {
               heads, "; set head_dim");
   LINEA_CHECK(head_dim >= 0, "config", "head_dim must be >= 0, got ", head_dim);
   LINEA_CHECK(!pattern.empty(), "config", "the layer pattern is empty");
-  LINEA_CHECK(norm == "rms" || norm == "layer", "config", "norm must be \"rms\" or \"layer\", got \"", norm, "\"");
-  LINEA_CHECK(mlp == "gelu" || mlp == "gelu_tanh" || mlp == "geglu" || mlp == "swiglu", "config",
-              "mlp must be \"gelu\", \"gelu_tanh\", \"geglu\" or \"swiglu\", got \"", mlp, "\"");
   LINEA_CHECK(mlp_hidden >= 0, "config", "mlp_hidden must be >= 0, got ", mlp_hidden);
   LINEA_CHECK(norm_eps >= 0, "config", "norm_eps must be >= 0, got ", norm_eps);
   LINEA_CHECK(dropout >= 0 && dropout < 1, "config", "dropout must be in [0, 1), got ", dropout);
@@ -44,9 +56,9 @@ json::Value ModelConfig::to_json() const {
   v["heads"] = heads;
   v["head_dim"] = head_dim;
   v["pattern"] = pattern;
-  v["norm"] = norm;
+  v["norm"] = norm_kind_name(norm);
   v["norm_eps"] = norm_eps;
-  v["mlp"] = mlp;
+  v["mlp"] = mlp_kind_name(mlp);
   v["mlp_hidden"] = mlp_hidden;
   v["tie_embeddings"] = tie_embeddings;
   v["dropout"] = dropout;
@@ -68,9 +80,9 @@ ModelConfig ModelConfig::from_json(const json::Value& v) {
   c.heads = json::get_or<int64_t>(v, "heads", c.heads, "config");
   c.head_dim = json::get_or<int64_t>(v, "head_dim", c.head_dim, "config");
   c.pattern = json::get_or<std::string>(v, "pattern", c.pattern, "config");
-  c.norm = json::get_or<std::string>(v, "norm", c.norm, "config");
+  c.norm = norm_kind_named(json::get_or<std::string>(v, "norm", norm_kind_name(c.norm), "config"), "config");
   c.norm_eps = json::get_or<double>(v, "norm_eps", c.norm_eps, "config");
-  c.mlp = json::get_or<std::string>(v, "mlp", c.mlp, "config");
+  c.mlp = mlp_kind_named(json::get_or<std::string>(v, "mlp", mlp_kind_name(c.mlp), "config"), "config");
   c.mlp_hidden = json::get_or<int64_t>(v, "mlp_hidden", c.mlp_hidden, "config");
   c.tie_embeddings = json::get_or<bool>(v, "tie_embeddings", c.tie_embeddings, "config");
   c.dropout = json::get_or<double>(v, "dropout", c.dropout, "config");

@@ -12,8 +12,20 @@
 #include <string>
 
 #include "nn/json.h"
+#include "nn/layers/norm.h"
 
 namespace linea::nn {
+
+// The blocks' feed-forward part: a plain MLP with GELU (exact or tanh-approximated), or a gated
+// one with GELU (GeGLU) or SiLU (SwiGLU). Configs and the command line name them as in the table
+// of config.cpp: "gelu", "gelu_tanh", "geglu", "swiglu".
+enum class MlpKind { Gelu, GeluTanh, GeGLU, SwiGLU };
+
+// Names both ways; an unknown name is an Error from `op` listing the known ones.
+std::string norm_kind_name(NormKind kind);   // "rms", "layer"
+NormKind norm_kind_named(const std::string& name, const char* op);
+std::string mlp_kind_name(MlpKind kind);
+MlpKind mlp_kind_named(const std::string& name, const char* op);
 
 struct ModelConfig {
   int64_t vocab_size = 256;
@@ -21,9 +33,9 @@ struct ModelConfig {
   int64_t heads = 4;
   int64_t head_dim = 0;        // 0: d_model / heads
   std::string pattern = "RRRR";  // one letter per layer (nn/model.h, layer_kinds())
-  std::string norm = "rms";    // "rms" or "layer": the blocks' pre-norms and the final norm
+  NormKind norm = NormKind::RMS;  // the blocks' pre-norms and the final norm
   double norm_eps = 1e-6;
-  std::string mlp = "swiglu";  // "gelu" or "gelu_tanh" (MLP), "geglu" or "swiglu" (gated MLP)
+  MlpKind mlp = MlpKind::SwiGLU;
   int64_t mlp_hidden = 0;      // 0: 4 D for the plain MLP; for the gated kinds 8/3 D rounded up to a
                                // multiple of 8, which keeps the parameter count of the 4 D MLP
   bool tie_embeddings = true;

@@ -1,4 +1,4 @@
-// Gradient-check rows of the linear-attention family (nn/linear/linear_attention.h): every preset,
+// Gradient-check rows of the linear-attention family (nn/linear_attention/linear_attention.h): every preset,
 // every feature map and every gate, w.r.t. the input and all parameters, in float64. Sizes are
 // small but keep what matters: T = 5 with chunks of 4 (a padded last chunk) in sub-blocks of 2,
 // two heads, and for the decoding form the token-by-token step.
@@ -6,7 +6,7 @@
 
 #include "nn/gradcheck_cases.h"
 #include "nn/gradcheck_module.h"
-#include "nn/linear/linear_attention.h"
+#include "nn/linear_attention/linear_attention.h"
 
 namespace linea::nn {
 

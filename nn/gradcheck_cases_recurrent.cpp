@@ -1,4 +1,4 @@
-// Gradient-check rows of the recurrent mixers: DeltaNet (nn/linear/deltanet.h), the Griffin block
+// Gradient-check rows of the recurrent mixers: DeltaNet (nn/linear_attention/deltanet.h), the Griffin block
 // and its RG-LRU (nn/recurrent/), WQKV pooling (nn/pooling/wqkv.h), each w.r.t. its input and all
 // its parameters, in float64, in both forms. Sizes are small but keep what matters: T = 5 over
 // chunks of 4 (a padded last chunk; sub-blocks of 2 for the scan-based forms), two heads where
@@ -7,7 +7,7 @@
 
 #include "nn/gradcheck_cases.h"
 #include "nn/gradcheck_module.h"
-#include "nn/linear/deltanet.h"
+#include "nn/linear_attention/deltanet.h"
 #include "nn/pooling/wqkv.h"
 #include "nn/recurrent/griffin.h"
 

@@ -1,4 +1,4 @@
-// Gradient-check rows for the gated linear attention scan (nn/linear/scan.h). Each row checks
+// Gradient-check rows for the gated linear attention scan (nn/linear_attention/scan.h). Each row checks
 // the chunked form's output and final state together (flattened into one vector) against finite
 // differences, w.r.t. every input: q, k, v, the log decays and the initial state. Sizes are small
 // but keep what matters: T not a multiple of the chunk, chunks of several sub-blocks (so the
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "autograd/gradcheck_cases_build.h"
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/scan.h"
 
 namespace linea::nn {
 

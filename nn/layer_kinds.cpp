@@ -2,8 +2,8 @@
 // per-letter options (ModelConfig::layers) it reads. Adding a layer type is one row here.
 #include "nn/attention/softmax_attention.h"
 #include "nn/layer_options.h"
-#include "nn/linear/deltanet.h"
-#include "nn/linear/linear_attention.h"
+#include "nn/linear_attention/deltanet.h"
+#include "nn/linear_attention/linear_attention.h"
 #include "nn/model.h"
 #include "nn/pooling/wqkv.h"
 #include "nn/recurrent/griffin.h"

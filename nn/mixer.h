@@ -32,4 +32,21 @@ void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* lay
 // Checks that x is (B, D) with D = expected.
 void check_step_input(const Tensor& x, int64_t expected_dim, const char* layer);
 
+// The start of every mixer's step(): x must be (B, D) with D = expected_dim, and state the State
+// this layer's init_state() made; with `batched` (a tensor member whose first dim is the batch),
+// made for x's batch. Errors name the layer.
+template <class State>
+State& step_state(const Tensor& x, DecodeState& state, int64_t expected_dim, const char* layer,
+                  Tensor State::*batched = nullptr) {
+  check_step_input(x, expected_dim, layer);
+  auto* s = dynamic_cast<State*>(&state);
+  LINEA_CHECK(s != nullptr, layer, "step needs the state made by this layer's init_state");
+  if (batched != nullptr) {
+    const Tensor& t = s->*batched;
+    LINEA_CHECK(t.defined() && t.size(0) == x.size(0), layer, "the state is for batch ", t.defined() ? t.size(0) : 0,
+                " but the input is ", x.describe());
+  }
+  return *s;
+}
+
 }  // namespace linea::nn

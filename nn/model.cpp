@@ -5,14 +5,24 @@
 
 namespace linea::nn {
 
-std::shared_ptr<Module> make_norm(const ModelConfig& config, int64_t dim) {
-  if (config.norm == "layer") return std::make_shared<LayerNorm>(dim, config.norm_eps);
-  return std::make_shared<RMSNorm>(dim, config.norm_eps);
+std::shared_ptr<Norm> make_norm(const ModelConfig& config, int64_t dim) {
+  switch (config.norm) {
+    case NormKind::Layer: return std::make_shared<LayerNorm>(dim, config.norm_eps);
+    case NormKind::RMS: return std::make_shared<RMSNorm>(dim, config.norm_eps);
+  }
+  fail("config", "unknown norm kind");
 }
 
-Tensor apply_norm(const Module& norm, const Tensor& x) {
-  if (const auto* rms = dynamic_cast<const RMSNorm*>(&norm)) return rms->forward(x);
-  return dynamic_cast<const LayerNorm&>(norm).forward(x);
+std::shared_ptr<FeedForward> make_feed_forward(const ModelConfig& config, Generator& gen) {
+  const int64_t d = config.d_model, hidden = config.resolved_mlp_hidden();
+  auto options = [](Activation act) { return MLPOptions{.activation = act, .bias = false}; };
+  switch (config.mlp) {
+    case MlpKind::Gelu: return std::make_shared<MLP>(d, hidden, gen, options(Activation::Gelu));
+    case MlpKind::GeluTanh: return std::make_shared<MLP>(d, hidden, gen, options(Activation::GeluTanh));
+    case MlpKind::GeGLU: return std::make_shared<GatedMLP>(d, hidden, gen, options(Activation::Gelu));
+    case MlpKind::SwiGLU: return std::make_shared<GatedMLP>(d, hidden, gen, options(Activation::Silu));
+  }
+  fail("config", "unknown mlp kind");
 }
 
 const LayerKind& layer_kind(char letter) {
@@ -30,14 +40,7 @@ Block::Block(const ModelConfig& config, char letter, Generator& gen, std::shared
   attn_norm = register_module("attn_norm", make_norm(config, d));
   attn = register_module("attn", layer_kind(letter).make(config, gen));
   mlp_norm = register_module("mlp_norm", make_norm(config, d));
-  const int64_t hidden = config.resolved_mlp_hidden();
-  if (config.mlp == "gelu" || config.mlp == "gelu_tanh") {
-    const Activation act = config.mlp == "gelu" ? Activation::Gelu : Activation::GeluTanh;
-    mlp = register_module("mlp", std::make_shared<MLP>(d, hidden, gen, MLPOptions{.activation = act, .bias = false}));
-  } else {
-    const Activation act = config.mlp == "geglu" ? Activation::Gelu : Activation::Silu;
-    mlp = register_module("mlp", std::make_shared<GatedMLP>(d, hidden, gen, MLPOptions{.activation = act, .bias = false}));
-  }
+  mlp = register_module("mlp", make_feed_forward(config, gen));
   if (config.dropout > 0) dropout_ = std::make_shared<Dropout>(config.dropout, std::move(dropout_gen));
 }
 
@@ -48,18 +51,16 @@ Tensor Block::residual_dropout(const Tensor& x) {
 }
 
 Tensor Block::mlp_branch(const Tensor& x) {
-  const Tensor h = apply_norm(*mlp_norm, x);
-  if (const auto* plain = dynamic_cast<const MLP*>(mlp.get())) return plain->forward(h);
-  return dynamic_cast<const GatedMLP&>(*mlp).forward(h);
+  return mlp->forward(mlp_norm->forward(x));
 }
 
 Tensor Block::forward(const Tensor& x) {
-  const Tensor h = x + residual_dropout(attn->forward(apply_norm(*attn_norm, x)));
+  const Tensor h = x + residual_dropout(attn->forward(attn_norm->forward(x)));
   return h + residual_dropout(mlp_branch(h));
 }
 
 Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
-  const Tensor h = x + attn->step(apply_norm(*attn_norm, x), mixer_state);
+  const Tensor h = x + attn->step(attn_norm->forward(x), mixer_state);
   return h + mlp_branch(h);
 }
 
@@ -84,7 +85,7 @@ void LanguageModel::check_ids(const Tensor& ids, const char* what) const {
 }
 
 Tensor LanguageModel::logits(const Tensor& h) {
-  const Tensor normed = apply_norm(*final_norm_, h);
+  const Tensor normed = final_norm_->forward(h);
   return head_ ? head_->forward(normed) : matmul(normed, t(embed_->weight));
 }
 

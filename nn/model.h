@@ -18,6 +18,7 @@
 #include "nn/layers/dropout.h"
 #include "nn/layers/embedding.h"
 #include "nn/layers/linear.h"
+#include "nn/layers/mlp.h"
 #include "nn/mixer.h"
 
 namespace linea::nn {
@@ -40,7 +41,8 @@ class Block : public Module {
   Tensor forward(const Tensor& x);                          // (B, T, D)
   Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
 
-  std::shared_ptr<Module> attn_norm, mlp_norm, mlp;
+  std::shared_ptr<Norm> attn_norm, mlp_norm;
+  std::shared_ptr<FeedForward> mlp;
   std::shared_ptr<SequenceMixer> attn;
 
  private:
@@ -96,12 +98,12 @@ class LanguageModel : public Module {
   std::shared_ptr<Embedding> embed_;
   std::shared_ptr<ModuleList> block_list_;
   std::vector<std::shared_ptr<Block>> blocks_;
-  std::shared_ptr<Module> final_norm_;
+  std::shared_ptr<Norm> final_norm_;
   std::shared_ptr<Linear> head_;  // null when tied
 };
 
-// Builds the norm the config names ("rms" or "layer") over dim, and applies one.
-std::shared_ptr<Module> make_norm(const ModelConfig& config, int64_t dim);
-Tensor apply_norm(const Module& norm, const Tensor& x);
+// The norm and the feed-forward part the config names (ModelConfig::norm, ::mlp).
+std::shared_ptr<Norm> make_norm(const ModelConfig& config, int64_t dim);
+std::shared_ptr<FeedForward> make_feed_forward(const ModelConfig& config, Generator& gen);
 
 }  // namespace linea::nn

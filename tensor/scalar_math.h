@@ -78,7 +78,7 @@ constexpr double kLn2 = 0.69314718055994530941723;
 // ReGLA's refined gate f = g (g + 2 r (1 - g)), g = sigmoid(a), r = sigmoid(c), in log space:
 //   log f = log g + log u,   log u = logaddexp(log g, ln 2 + log r + log(1 - g)),
 // every term a log-sigmoid, so it is finite for any finite a and c (the direct product underflows
-// to log 0 once g is tiny), in the order nn/linear/gates.cpp's composite adds them. With
+// to log 0 once g is tiny), in the order nn/linear_attention/gates.cpp's composite adds them. With
 // w1 = g / u and w2 = 2 r (1 - g) / u = 1 - w1, the weights of log u's two terms, the
 // derivatives of u = g + 2 r (1 - g) (du/da = g (1 - g)(1 - 2 r), du/dc = 2 (1 - g) r (1 - r))
 // become

@@ -6,7 +6,7 @@
 //           for the GLA gate (a log decay per key channel) and ReGLA's (per value channel, with the
 //           running key max's one per step), for each --algorithms; median times and peak memory.
 //   op      forward + backward of the fused op against the composite chunked scan it replaces
-//           (nn/linear/scan.h: chunked_scan) at one layer's shape, with ReGLA's decays;
+//           (nn/linear_attention/scan.h: chunked_scan) at one layer's shape, with ReGLA's decays;
 //   step    one training step of a language model whose linear layers run one or the other (the
 //           layer option scan), everything else equal.
 // op and step time the two contenders alternately, call by call, so that load from other
@@ -23,7 +23,7 @@
 
 #include "autograd/ops.h"
 #include "cuda/memory.h"
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/scan.h"
 #include "nn/model.h"
 #include "cpu/parallel.h"
 #include "tools/bench_util.h"

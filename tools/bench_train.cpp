@@ -47,7 +47,7 @@ void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& 
   mc.d_model = c.d_model;
   mc.heads = c.heads;
   mc.pattern = std::string(c.layers, name == "softmax" ? 'S' : 'R');
-  mc.mlp = "gelu_tanh";
+  mc.mlp = nn::MlpKind::GeluTanh;
   Generator gen(0);
   nn::LanguageModel model(mc, gen);
   model.to(device);

@@ -75,9 +75,9 @@ nn::ModelConfig TrainOptions::model_config(int64_t vocab) const {
   c.d_model = d_model;
   c.heads = heads;
   c.pattern = model.size() == 1 && layers > 0 ? std::string(layers, model[0]) : model;
-  c.mlp = mlp;
+  c.mlp = nn::mlp_kind_named(mlp, "train");
   c.mlp_hidden = mlp_hidden;
-  c.norm = norm;
+  c.norm = nn::norm_kind_named(norm, "train");
   c.tie_embeddings = tie_embeddings;
   c.dropout = dropout;
   c.seed = seed;

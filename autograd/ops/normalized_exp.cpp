@@ -1,6 +1,6 @@
 // ReGLA's normalized exponential feature map as one differentiable op over two fused kernels
 // (tensor/backend.h: normalized_exp, normalized_exp_backward), instead of the composite chains of
-// nn/linear: exp(x - amax(x)) times the scale for queries (four passes over x and as many back),
+// nn/linear_attention: exp(x - amax(x)) times the scale for queries (four passes over x and as many back),
 // and for keys exp(x - mu) exp(mu - m) with m the running max of mu by doubling (key_max.cpp:
 // narrow/where/cat/compare in each of ceil(log2 T) rounds, forward and backward)
 // (tests/autograd/fused_vs_composite_test.cpp checks the two against each other).

@@ -1,5 +1,5 @@
 // ReGLA's refined gate, floored, as one differentiable op over two fused elementwise kernels
-// (tensor/backend.h: refined_log_gate), instead of the composite chain of nn/linear/gates.cpp and
+// (tensor/backend.h: refined_log_gate), instead of the composite chain of nn/linear_attention/gates.cpp and
 // GateBase::floored: three log-sigmoids, a log-add-exp of five ops, two sums and a clamp, each a
 // pass over (B, T, H, dv) forward and more backward
 // (tests/autograd/fused_vs_composite_test.cpp checks the two against each other).

@@ -1,6 +1,6 @@
 // The gated linear attention recurrence as one differentiable op over two fused kernels
 // (tensor/backend.h: gated_scan, gated_scan_backward), instead of the composite chunked scan of
-// nn/linear/scan.cpp with its dozens of small ops per chunk and their saved intermediates
+// nn/linear_attention/scan.cpp with its dozens of small ops per chunk and their saved intermediates
 // (tests/autograd/gated_scan_test.cpp checks the two, and the recurrent form, against each other).
 // It saves only its inputs: the backward recomputes the states.
 //

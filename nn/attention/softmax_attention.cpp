@@ -90,9 +90,7 @@ Tensor SoftmaxAttention::forward(const Tensor& x) {
 std::unique_ptr<DecodeState> SoftmaxAttention::init_state(int64_t) const { return std::make_unique<KVCache>(); }
 
 Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) {
-  check_step_input(x, config_.d_model, "SoftmaxAttention");
-  auto* cache = dynamic_cast<KVCache*>(&state);
-  LINEA_CHECK(cache != nullptr, "SoftmaxAttention", "step needs the state made by this layer's init_state");
+  KVCache* cache = &step_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention");
   const int64_t position = cache->position;
   const Tensor x3 = unsqueeze(x, 1);  // (B, 1, D)
   const Tensor q = project_heads(*q_proj, x3, config_.heads, position, true);

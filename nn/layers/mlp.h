@@ -28,10 +28,16 @@ struct MLPOptions {
   LinearInit init = LinearInit::Uniform;
 };
 
-class MLP : public Module {
+// What a block needs of its feed-forward part, whichever kind (nn/model.cpp).
+class FeedForward : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) const = 0;  // (..., dim) -> (..., dim)
+};
+
+class MLP : public FeedForward {
  public:
   MLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
 
   std::shared_ptr<Linear> fc1;  // D -> hidden
   std::shared_ptr<Linear> fc2;  // hidden -> D
@@ -40,10 +46,10 @@ class MLP : public Module {
   Activation activation_;
 };
 
-class GatedMLP : public Module {
+class GatedMLP : public FeedForward {
  public:
   GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
 
   std::shared_ptr<Linear> gate;  // D -> hidden, through the activation
   std::shared_ptr<Linear> up;    // D -> hidden, linear

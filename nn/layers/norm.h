@@ -13,10 +13,17 @@
 
 namespace linea::nn {
 
-class LayerNorm : public Module {
+// What a block needs of its norms, whichever kind (nn/model.cpp: make_norm).
+enum class NormKind { RMS, Layer };
+class Norm : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) const = 0;  // (..., dim) -> (..., dim)
+};
+
+class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
-  Tensor forward(const Tensor& x) const;  // (..., dim) -> (..., dim)
+  Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
 
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
@@ -29,10 +36,10 @@ class LayerNorm : public Module {
   double eps_;
 };
 
-class RMSNorm : public Module {
+class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6, bool with_weight = true);
-  Tensor forward(const Tensor& x) const;  // (..., dim) -> (..., dim)
+  Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
 
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
@@ -50,7 +57,6 @@ class RMSNorm : public Module {
 //
 // Input (..., H, dh): heads in the second-to-last dim, so the training layout (B, T, H, dh) and
 // the decoding layout (B, H, dh) use one module; a (B, H, T, dh) tensor is transposed first.
-enum class NormKind { RMS, Layer };
 enum class HeadNormWeight {
   Shared,      // w (and b) of size dh, shared by the heads: GLA's and ReGLA's output norm
   PerChannel,  // w (and b) of size H*dh, one per channel: RetNet's GroupNorm(H, H*dh)

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "nn/layers/check.h"
-#include "nn/linear/key_max.h"
+#include "nn/linear_attention/key_max.h"
 #include "nn/recurrent/linear_recurrence.h"
 
 namespace linea::nn {
@@ -95,11 +95,7 @@ std::unique_ptr<DecodeState> WqkvPooling::init_state(int64_t batch) const {
 // forward is, per slot, m' = max(m, w), e = e^{w - m'}, the sums rescaled by e^{m - m'} (0 before
 // the first token, where m = -inf) plus this token's terms; then o = sum_j p_j V'[j].
 Tensor WqkvPooling::step(const Tensor& x, DecodeState& state_in) {
-  check_step_input(x, config_.d_model, "WqkvPooling");
-  auto* s = dynamic_cast<WqkvState*>(&state_in);
-  LINEA_CHECK(s != nullptr, "WqkvPooling", "step needs the state made by this layer's init_state");
-  LINEA_CHECK(s->keys.defined() && s->keys.size(0) == x.size(0), "WqkvPooling", "the state is for batch ",
-              s->keys.defined() ? s->keys.size(0) : 0, " but the input is ", x.describe());
+  WqkvState* s = &step_state<WqkvState>(x, state_in, config_.d_model, "WqkvPooling", &WqkvState::keys);
   const Projected p = project(unsqueeze(x, 1));
   auto now = [](const Tensor& t) { return select(t, 2, 0); };  // (B, H, 1, .) -> (B, H, .)
   const Tensor q = now(p.q), k = now(p.k), v = now(p.v), w = now(p.w);

@@ -17,7 +17,7 @@
 // log-sum-exp): every exponent is <= 0 and N_l >= 1 (the max term), so no overflow and no 0/0.
 // K' = M / N does not depend on the reference m, so m is a constant for autograd (detached) and
 // the gradient is still exact. When the max grows, the sums are rescaled by e^{m_old - m_new},
-// which is a per-slot decay; so the parallel form is the gated scan (nn/linear/scan.h) three
+// which is a per-slot decay; so the parallel form is the gated scan (nn/linear_attention/scan.h) three
 // times, with log decay g_l = m_{l-1} - m_l <= 0 on the slot dim:
 //   q_l . M_l[j] for all j:   S_l = diag(e^{g_l}) S_{l-1} + e^{w_l - m_l} k_l^T   (S x C), read by q_l
 //   N_l:                      the same with k = q = 1 (nn/recurrent/linear_recurrence.h)
@@ -38,7 +38,7 @@
 #include <string>
 
 #include "nn/layers/linear.h"
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/scan.h"
 #include "nn/mixer.h"
 
 namespace linea::nn {

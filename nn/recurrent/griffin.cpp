@@ -33,11 +33,7 @@ std::unique_ptr<DecodeState> GriffinBlock::init_state(int64_t batch) const {
 }
 
 Tensor GriffinBlock::step(const Tensor& x, DecodeState& state_in) {
-  check_step_input(x, config_.d_model, "GriffinBlock");
-  auto* s = dynamic_cast<GriffinState*>(&state_in);
-  LINEA_CHECK(s != nullptr, "GriffinBlock", "step needs the state made by this layer's init_state");
-  LINEA_CHECK(s->h.defined() && s->h.size(0) == x.size(0), "GriffinBlock", "the state is for batch ",
-              s->h.defined() ? s->h.size(0) : 0, " but the input is ", x.describe());
+  GriffinState* s = &step_state<GriffinState>(x, state_in, config_.d_model, "GriffinBlock", &GriffinState::h);
   const Tensor h = lru->step(conv->step(in_x->forward(x), s->conv), s->h);
   ++s->position;
   return out->forward(h * activate(in_y->forward(x), config_.activation));

@@ -31,7 +31,7 @@
 // one token; both can start from a state h (B, W) and hand the last one back.
 #include <memory>
 
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/scan.h"
 #include "nn/module.h"
 
 namespace linea::nn {

@@ -5,9 +5,9 @@
 #include <limits>
 
 #include "autograd/ops.h"
-#include "nn/linear/feature_maps.h"
-#include "nn/linear/gates.h"
-#include "nn/linear/key_max.h"
+#include "nn/linear_attention/feature_maps.h"
+#include "nn/linear_attention/gates.h"
+#include "nn/linear_attention/key_max.h"
 #include "tests/test_util.h"
 
 namespace linea {
@@ -266,7 +266,7 @@ TEST(FusedVsComposite, RotaryEmbeddingRejectsBadTables) {
   EXPECT_LINEA_ERROR(rotary_embedding(x, trainable, c), "rotary_embedding", "take no gradient");
 }
 
-// ---- ReGLA's fused maps (nn/linear) ----------------------------------------------------------
+// ---- ReGLA's fused maps (nn/linear_attention) ----------------------------------------------------------
 
 // float64 to 1e-12, float32 as the other fused kernels.
 Tolerance map_tolerance(DType dtype) { return dtype == kFloat64 ? Tolerance{1e-12, 1e-12} : tolerance_for(dtype); }
@@ -274,7 +274,7 @@ Tolerance map_tolerance(DType dtype) { return dtype == kFloat64 ? Tolerance{1e-1
 // The composite chains normalized_exp replaces, with the max as a second result:
 //   RowMax     exp(x - amax(x, -1)) * scale
 //   PrefixMax  exp(x - mu) * exp(mu - m) * scale, mu = amax(x, -1), m its running max by doubling
-//              (nn/linear/key_max.cpp), continued from previous (which wins ties, as there).
+//              (nn/linear_attention/key_max.cpp), continued from previous (which wins ties, as there).
 NormalizedExp normalized_exp_composite(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous) {
   const Tensor mu = amax(x, {-1}, true);
   if (mode == NormalizedExpMode::RowMax) return {exp(x - mu) * scale, mu};

@@ -1,5 +1,5 @@
 // The fused gated linear scan (autograd/ops.h: gated_linear_scan, the CPU kernel of
-// cpu/gated_scan.cpp) against the two composite forms of nn/linear/scan.h, the chunked
+// cpu/gated_scan.cpp) against the two composite forms of nn/linear_attention/scan.h, the chunked
 // parallel form and the token-by-token recurrence: outputs, final states and every gradient, in
 // float64 and float32, over every layout of the decays, lengths around the backward's chunk of
 // 64, one step and none, decays at the gate floor and near 0, closed gates, strided inputs; then
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "autograd/node.h"
-#include "nn/linear/linear_attention.h"
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/linear_attention.h"
+#include "nn/linear_attention/scan.h"
 #include "tests/nn/scan_inputs.h"
 #include "tests/test_util.h"
 

@@ -1,8 +1,8 @@
-// DeltaNet (nn/linear/deltanet.h): the chunked delta rule equals the token-by-token recurrence
+// DeltaNet (nn/linear_attention/deltanet.h): the chunked delta rule equals the token-by-token recurrence
 // (values, final states and gradients, with and without a carried state, over lengths that are
 // and are not multiples of the chunk); the layer's decoding equals its forward in float64 and
 // float32; beta at its limits; causality; the memory bound; the fixed-size state; errors.
-#include "nn/linear/deltanet.h"
+#include "nn/linear_attention/deltanet.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// LinearAttention (nn/linear/linear_attention.h): for every preset, feature map and gate, the
+// LinearAttention (nn/linear_attention/linear_attention.h): for every preset, feature map and gate, the
 // recurrent form (step, token by token) equals the parallel form (forward, chunked) in outputs
 // and in gradients w.r.t. the input and every parameter, in float64 and float32, at lengths
 // that are and are not multiples of the chunk; saturated gates stay finite; the prefix key max is
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "nn/linear/linear_attention.h"
+#include "nn/linear_attention/linear_attention.h"
 #include "tests/test_util.h"
 
 namespace linea::nn::linear {
@@ -97,7 +97,7 @@ bool all_finite(const Tensor& t) {
 // T = 13 (a padded last chunk), and prints the largest differences for the record. The float32
 // bound holds for these fixed draws; with sign-indefinite maps (identity, RFA) some draws are
 // ill-conditioned (phi(q).phi(k) or c^T phi(q) cancels) and reach ~1e-4 in float32, as 2^29 times
-// their float64 difference (nn/linear/README.md).
+// their float64 difference (nn/linear_attention/README.md).
 void expect_forms_agree(const std::string& what, const LinearAttentionConfig& c) {
   for (const DType dtype : {kFloat64, kFloat32}) {
     const double tol = dtype == kFloat64 ? 1e-9 : 1e-5;
@@ -401,7 +401,7 @@ TEST(LinearAttentionFused, FusedMapsMatchTheCompositeReference) {
 // (sequence, head), which the RMSNorm would cancel with eps = 0 but does not with eps = 1e-6,
 // because exp(k - M) and the variance scale make the pre-norm output tiny
 // (docs/math.md#the-global-max-and-what-it-leaks). Measured in float64, T = 256, d = 64,
-// unit-scale inputs; nn/linear/README.md quotes the numbers.
+// unit-scale inputs; nn/linear_attention/README.md quotes the numbers.
 TEST(LinearAttentionKeyMax, GlobalMaxLeaksTheFutureThroughTheNormEps) {
   const int64_t T = 256, d = 64;
   Generator gen(21);

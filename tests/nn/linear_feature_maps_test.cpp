@@ -1,11 +1,11 @@
-// The pieces of LinearAttention on their own: feature maps (nn/linear/feature_maps.h), gates
-// (nn/linear/gates.h) and the causal key max (nn/linear/key_max.h).
+// The pieces of LinearAttention on their own: feature maps (nn/linear_attention/feature_maps.h), gates
+// (nn/linear_attention/gates.h) and the causal key max (nn/linear_attention/key_max.h).
 #include <cmath>
 #include <limits>
 
-#include "nn/linear/feature_maps.h"
-#include "nn/linear/gates.h"
-#include "nn/linear/key_max.h"
+#include "nn/linear_attention/feature_maps.h"
+#include "nn/linear_attention/gates.h"
+#include "nn/linear_attention/key_max.h"
 #include "tests/test_util.h"
 
 namespace linea::nn::linear {

@@ -19,7 +19,7 @@ ModelConfig small_config(const std::string& pattern) {
 
 TEST(ModelConfig, RoundTripsThroughJson) {
   ModelConfig c = small_config("SRSR");
-  c.mlp = "geglu";
+  c.mlp = MlpKind::GeGLU;
   c.tie_embeddings = false;
   c.layers = json::parse(R"({"S": {"window": 4, "kv_heads": 1}, "R": {"feature_map": "relu"}})");
   const ModelConfig back = ModelConfig::from_json(json::parse(c.to_json().dump()));

@@ -1,5 +1,5 @@
 #pragma once
-// Random inputs of a gated linear scan (nn/linear/scan.h, autograd's gated_linear_scan), shared by
+// Random inputs of a gated linear scan (nn/linear_attention/scan.h, autograd's gated_linear_scan), shared by
 // the tests of the composite forms and of the fused op: q, k, v, the log decays of the key and the
 // value side (none, one per step, or one per channel), and an optional initial state.
 #include <functional>

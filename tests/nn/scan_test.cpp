@@ -1,7 +1,7 @@
-// The gated linear attention scan (nn/linear/scan.h): the chunked (parallel) form against the
+// The gated linear attention scan (nn/linear_attention/scan.h): the chunked (parallel) form against the
 // token-by-token recurrence, in values, final states and gradients, over every kind of decay,
 // ragged lengths, extreme gates, causality, the memory bound, and finite differences.
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/scan.h"
 
 #include <algorithm>
 #include <chrono>

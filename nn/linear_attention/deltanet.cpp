@@ -3,7 +3,7 @@
 //
 // Shapes: B batch, H heads, T time, dk key dim, dv value dim; the chunked form cuts T into N
 // chunks of C.
-#include "nn/linear/deltanet.h"
+#include "nn/linear_attention/deltanet.h"
 
 #include <algorithm>
 #include <cmath>
@@ -267,11 +267,7 @@ std::unique_ptr<DecodeState> DeltaNet::init_state(int64_t batch) const {
 }
 
 Tensor DeltaNet::step(const Tensor& x, DecodeState& state_in) {
-  check_step_input(x, config_.d_model, "DeltaNet");
-  auto* s = dynamic_cast<DeltaNetState*>(&state_in);
-  LINEA_CHECK(s != nullptr, "DeltaNet", "step needs the state made by this layer's init_state");
-  LINEA_CHECK(s->state.defined() && s->state.size(0) == x.size(0), "DeltaNet", "the state is for batch ",
-              s->state.defined() ? s->state.size(0) : 0, " but the input is ", x.describe());
+  DeltaNetState* s = &step_state<DeltaNetState>(x, state_in, config_.d_model, "DeltaNet", &DeltaNetState::state);
   const Projected p = project(unsqueeze(x, 1));
   auto now = [](const Tensor& t) { return select(t, 2, 0); };  // (B, H, 1, .) -> (B, H, .)
   const Tensor o = delta_rule_step(now(p.q), now(p.k), now(p.v), now(p.beta), s->state);

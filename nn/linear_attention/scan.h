@@ -8,7 +8,7 @@
 // gk_t <= 0 is a log decay on the KEY dim (GLA, Fast Decay's second factor), gv_t <= 0 one on the
 // VALUE dim (ReGLA as written, Fast Decay's first factor); either may be undefined (no decay) or
 // have a last dim of 1 (a scalar decay: RFA's gate, ReGLA's running-max rescaling). Feature maps,
-// scales, normalization and gates are applied by the caller (nn/linear/linear_attention.h); this
+// scales, normalization and gates are applied by the caller (nn/linear_attention/linear_attention.h); this
 // file only does the recurrence, in its two forms:
 //
 //   chunked_scan    the parallel form for training: time is split into chunks of C; within a

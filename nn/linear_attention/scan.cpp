@@ -3,14 +3,14 @@
 //
 // Shapes: B batch, H heads, T time, dk key dim, dv value dim; the chunked form cuts T into N
 // chunks of C and each chunk into M sub-blocks of L = options.sub_block.
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/scan.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "nn/linear/names.h"
+#include "nn/names.h"
 
 namespace linea::nn::linear {
 

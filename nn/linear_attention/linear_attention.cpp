@@ -1,9 +1,9 @@
-#include "nn/linear/linear_attention.h"
+#include "nn/linear_attention/linear_attention.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "nn/linear/names.h"
+#include "nn/names.h"
 #include "tensor/error.h"
 
 namespace linea::nn::linear {
@@ -147,11 +147,8 @@ std::unique_ptr<DecodeState> LinearAttention::init_state(int64_t batch) const {
 }
 
 Tensor LinearAttention::step(const Tensor& x, DecodeState& state_in) {
-  check_step_input(x, config_.d_model, "LinearAttention");
-  auto* s = dynamic_cast<LinearAttentionState*>(&state_in);
-  LINEA_CHECK(s != nullptr, "LinearAttention", "step needs the state made by this layer's init_state");
-  LINEA_CHECK(s->state.defined() && s->state.size(0) == x.size(0), "LinearAttention", "the state is for batch ",
-              s->state.defined() ? s->state.size(0) : 0, " but the input is ", x.describe());
+  LinearAttentionState* s = &step_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
+                                                              &LinearAttentionState::state);
   const ScanInputs in = prepare(unsqueeze(x, 1), s->key_max, KeyMaxMode::Prefix);
   auto now = [](const Tensor& t) { return t.defined() ? select(t, 2, 0) : t; };  // (B, H, 1, .) -> (B, H, .)
   const Tensor o = scan_step(now(in.q), now(in.k), now(in.v), now(in.gk), now(in.gv), s->state);  // (B, H, .)

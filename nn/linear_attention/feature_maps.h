@@ -7,7 +7,7 @@
 // token on its own, so the same call serves one token at a time when decoding (T = 1). The one
 // quantity that spans tokens -- ReGLA's key max over positions -- is not computed here: a map
 // whose features are exponentials reports each token's log shift (key_log_shift), and the layer
-// turns it into a running max and a decay (nn/linear/key_max.h).
+// turns it into a running max and a decay (nn/linear_attention/key_max.h).
 //
 // One FeatureMap object serves both queries and keys of a layer (the Role argument says which):
 // a random projection must be the SAME for q and k or phi(q).phi(k) estimates nothing, while a

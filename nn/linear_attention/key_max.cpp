@@ -1,8 +1,8 @@
-#include "nn/linear/key_max.h"
+#include "nn/linear_attention/key_max.h"
 
 #include <string>
 
-#include "nn/linear/names.h"
+#include "nn/names.h"
 #include "tensor/error.h"
 
 namespace linea::nn::linear {

@@ -1,10 +1,10 @@
-#include "nn/linear/gates.h"
+#include "nn/linear_attention/gates.h"
 
 #include <cmath>
 
 #include "nn/init.h"
 #include "nn/layers/linear.h"
-#include "nn/linear/names.h"
+#include "nn/names.h"
 #include "tensor/error.h"
 
 namespace linea::nn::linear {

@@ -1,10 +1,10 @@
-#include "nn/linear/feature_maps.h"
+#include "nn/linear_attention/feature_maps.h"
 
 #include <cmath>
 #include <vector>
 
 #include "nn/init.h"
-#include "nn/linear/names.h"
+#include "nn/names.h"
 #include "tensor/error.h"
 
 namespace linea::nn::linear {

@@ -11,7 +11,7 @@
 //                                                  S_t's row for an extra value column of ones
 //   y_t = W_o merge_heads(Norm(o_t))               stable normalization (optional)
 //
-// forward(x) runs the whole sequence through scan() (nn/linear/scan.h: the fused kernel, or the
+// forward(x) runs the whole sequence through scan() (nn/linear_attention/scan.h: the fused kernel, or the
 // chunked parallel form), step(x, state) the recurrent one; the state is S (with c), the running
 // key max and the position, fixed in size.
 #include <memory>
@@ -20,10 +20,10 @@
 
 #include "nn/layers/linear.h"
 #include "nn/layers/norm.h"
-#include "nn/linear/feature_maps.h"
-#include "nn/linear/gates.h"
-#include "nn/linear/key_max.h"
-#include "nn/linear/scan.h"
+#include "nn/linear_attention/feature_maps.h"
+#include "nn/linear_attention/gates.h"
+#include "nn/linear_attention/key_max.h"
+#include "nn/linear_attention/scan.h"
 #include "nn/mixer.h"
 
 namespace linea::nn::linear {

@@ -1,12 +1,13 @@
 #pragma once
-// The names of the linear-attention options (feature maps, gates, norms, presets...), as used by
-// configs, the command line and describe(): one table per enum, read both ways by these helpers.
+// The names of nn's options (the model's norm and MLP kinds, the linear-attention feature maps,
+// gates, norms, presets...), as configs, the command line and describe() write them: one table
+// per enum, read both ways by these helpers.
 #include <string>
 #include <utility>
 
 #include "tensor/error.h"
 
-namespace linea::nn::linear::names {
+namespace linea::nn::names {
 
 template <class Enum>
 using Table = std::pair<Enum, const char*>;
@@ -29,4 +30,4 @@ Enum parse_in(const Table<Enum> (&table)[N], const std::string& name, const char
   fail(op, "unknown ", what, " '", name, "' (known: ", known, ")");
 }
 
-}  // namespace linea::nn::linear::names
+}  // namespace linea::nn::names

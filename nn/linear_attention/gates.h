@@ -1,6 +1,6 @@
 #pragma once
 // Gated update rules (docs/math.md#gates), each written as the log decays the
-// scan takes (nn/linear/scan.h):
+// scan takes (nn/linear_attention/scan.h):
 //
 //   S_t = diag(exp(gv_t)) S_{t-1} diag(exp(gk_t)) + v_t (key_scale_t phi(k_t))^T
 //
