@@ -8,7 +8,8 @@
 
 namespace linea::cli {
 
-// Exit statuses: 0 success, 1 the work failed (a linea::Error, a failed check), 2 bad usage.
+// Exit statuses: 0 success, 1 the work failed (a linea::Error, a failed check), 2 bad usage;
+// `linea train` stopped by a signal exits with 128 + its number (tools/stop_signals.h).
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 

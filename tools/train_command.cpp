@@ -1,14 +1,22 @@
 // `linea train`: flags map one to one onto train::TrainOptions (train/train_options.h); a JSON
 // config file (--config) uses the same names with underscores, and flags given on the command
 // line override it.
+//
+// Ctrl-C (SIGINT) or SIGTERM during training stops the run at a checkpoint instead of losing the
+// steps since the last save: tools/stop_signals.h turns the signal into a flag that train_model
+// polls between steps, train_model writes the checkpoint, and this command prints how to resume
+// and exits with 128 + the signal's number (130, 143), the shell's convention.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nn/model.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/stop_signals.h"
 #include "train/checkpoint.h"
 #include "train/file_io.h"
 #include "train/trainer.h"
@@ -132,13 +140,35 @@ train::TrainOptions resumed_options(const train::TrainOptions& given, const Flag
   return saved;
 }
 
+// A word as the shell reads it back: as it is when every character is safe, else single-quoted.
+std::string shell_quote(const std::string& word) {
+  constexpr std::string_view kSafe = "_-./:@+,";
+  const bool safe = !word.empty() && std::all_of(word.begin(), word.end(), [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || kSafe.find(c) != kSafe.npos;
+  });
+  if (safe) return word;
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The command that continues a stopped run: --resume takes every option from the checkpoint, so
+// --out is all it needs. The program is named as the user started it (argv[0], which glibc keeps
+// in program_invocation_name): "./build/tools/linea" stays that and "linea" found on the PATH
+// stays "linea", so the line can be pasted as it is, from the same directory.
+std::string resume_command(const std::string& out) {
+  return shell_quote(program_invocation_name) + " train --resume --out " + shell_quote(out);
+}
+
 int run(const std::string& program, std::span<const std::string> raw_args) {
   train::TrainOptions options;
   std::string config_placeholder;
   bool help_layers = false;
   Flags flags(program,
               "Trains a language model and reports validation and test perplexity and a sample.\n"
-              "With no flags: a small ReGLA model on the fortunes corpus, on the CPU, in a few minutes.");
+              "With no flags: a small ReGLA model on the fortunes corpus, on the CPU, in a few minutes.\n"
+              "Ctrl-C (or SIGTERM) finishes the current step, saves a checkpoint and prints the command\n"
+              "that resumes the run; the exit status is then 130 (143 for SIGTERM).");
   bind_flags(flags, options, &config_placeholder, &help_layers);
   const std::vector<std::string> args = expand_config(raw_args);
   if (!flags.parse(args)) return 0;
@@ -147,7 +177,25 @@ int run(const std::string& program, std::span<const std::string> raw_args) {
     return 0;
   }
   if (options.resume) options = resumed_options(options, flags);
-  const train::TrainResult r = train::train_model(options, stdout);
+  train::TrainResult r;
+  int signal = 0;
+  {
+    // Only while training: the handlers found are put back after. Armed at the first poll, which
+    // comes when the corpus and model are ready: a signal before quits as it always did.
+    StopSignals stop_signals;
+    r = train::train_model(options, stdout, [&] {
+      stop_signals.arm();
+      return stop_signals.requested();
+    });
+    signal = stop_signals.received();
+  }
+  if (r.stopped) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\nlinea train: stopped by %s after step %lld of %lld; checkpoint %s\nresume with:\n  %s\n",
+                 signal_name(signal).c_str(), static_cast<long long>(r.steps), static_cast<long long>(options.steps),
+                 r.checkpoint.c_str(), resume_command(options.out).c_str());
+    return signal != 0 ? exit_status_for_signal(signal) : kExitFailure;
+  }
   std::printf("\ntrained %lld steps of a %lld-parameter model in %.1f s (%.0f tokens/s); checkpoint %s\n",
               static_cast<long long>(r.steps), static_cast<long long>(r.parameters), r.seconds, r.tokens_per_s,
               r.checkpoint.c_str());

@@ -36,6 +36,16 @@ std::vector<int64_t> CharTokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+std::vector<Unencodable> CharTokenizer::unencodable(std::string_view text) const {
+  std::vector<Unencodable> unknown;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t start = pos;
+    const int32_t c = utf8::next(text, pos);
+    if (c == utf8::kInvalid || !ids_.contains(static_cast<char32_t>(c))) unknown.push_back({start, pos - start});
+  }
+  return unknown;
+}
+
 std::string CharTokenizer::decode(std::span<const int64_t> ids) const {
   std::string text;
   text.reserve(ids.size());

@@ -26,6 +26,8 @@ class CharTokenizer : public Tokenizer {
   explicit CharTokenizer(std::vector<char32_t> code_points);
 
   std::vector<int64_t> encode(std::string_view text) const override;
+  // Characters outside the vocabulary, and each byte of an invalid UTF-8 sequence.
+  std::vector<Unencodable> unencodable(std::string_view text) const override;
   std::string decode(std::span<const int64_t> ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(chars_.size()) + 1; }
   std::string name() const override { return kKind; }

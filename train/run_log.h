@@ -6,6 +6,7 @@
 //   {"kind":"step","step":120,"loss":2.31,"lr":0.0006,...}   every training step
 //   {"kind":"eval","step":100,"split":"valid","loss":2.45,"ppl":11.6}
 //   {"kind":"sample","step":600,"text":"..."}
+//   {"kind":"stopped","step":250,"checkpoint":"..."}         a run asked to stop (Ctrl-C) saved here
 //   {"kind":"resume","step":300}                             where a resumed run picked up
 #include <cstdio>
 #include <string>

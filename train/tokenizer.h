@@ -25,11 +25,22 @@
 
 namespace linea::train {
 
+// A stretch of text that a tokenizer cannot represent, as bytes [offset, offset + size) of the
+// text: a character (or an invalid UTF-8 byte) outside a char vocabulary, a word outside a word
+// vocabulary. encode() turns each into <unk>.
+struct Unencodable {
+  size_t offset = 0;
+  size_t size = 0;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
   virtual std::vector<int64_t> encode(std::string_view text) const = 0;
+  // What encode(text) would turn into <unk>, in order; empty when the encoding is faithful. Byte
+  // and BPE tokenizers represent any bytes, so this default suits them.
+  virtual std::vector<Unencodable> unencodable(std::string_view text) const { return {}; }
   // Throws linea::Error for an id outside [0, vocab_size()).
   virtual std::string decode(std::span<const int64_t> ids) const = 0;
   virtual int64_t vocab_size() const = 0;

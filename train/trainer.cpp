@@ -102,8 +102,9 @@ std::string describe_eval(const char* split, const EvalResult& r) {
 
 }  // namespace
 
-TrainResult train_model(const TrainOptions& options, std::FILE* out) {
+TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopRequested& stop_requested) {
   const auto start = Clock::now();
+  const auto stop = [&] { return stop_requested && stop_requested(); };
   TrainOptions o = options;
   o.validate();
   const Device device = Device::parse(o.device);
@@ -151,6 +152,10 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
                    std::to_string(corpus.train.size()) + " training tokens, device " + device.str() +
                    (resume ? ", resuming from step " + std::to_string(step) : ""));
 
+  // The latest checkpoint and its step: a stop right after a periodic save (or before the first
+  // step of a resumed run) has nothing new to write.
+  std::string last_checkpoint = resume ? resume->dir : "";
+  int64_t saved_step = resume ? step : -1;
   auto save = [&](int64_t at) {
     Checkpoint ck;
     ck.model = model.state_dict();
@@ -164,15 +169,16 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
     ck.trainer.tokenizer = tokenizer_record(*corpus.tokenizer);
     ck.trainer.extra = json::Value::object();
     ck.trainer.extra["options"] = o.to_json();
-    return save_checkpoint(o.out, ck);
+    last_checkpoint = save_checkpoint(o.out, ck);
+    saved_step = at;
+    return last_checkpoint;
   };
-  std::string last_checkpoint = resume ? resume->dir : "";
 
   const int64_t tokens_per_step = o.batch * o.seq * o.accum;
   const int64_t first_step = step;
   const auto loop_start = Clock::now();
   model.train();
-  while (step < o.steps) {
+  while (step < o.steps && !stop()) {
     const auto step_start = Clock::now();
     const double lr = schedule(step + 1);
     optimizer->set_lr(lr);
@@ -206,11 +212,13 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
     progress.step(step, loss, lr, tokens_per_s, elapsed / static_cast<double>(step - first_step) * (o.steps - step));
 
     if (o.eval_every > 0 && step % o.eval_every == 0 && step < o.steps) {
-      const EvalResult r = evaluate(model, corpus.valid, o.batch, o.seq, device, o.eval_batches);
-      log.write(eval_record(step, "valid", r));
-      progress.message("step " + std::to_string(step) + ": " + describe_eval("valid", r));
+      const EvalResult r = evaluate(model, corpus.valid, o.batch, o.seq, device, o.eval_batches, stop);
+      if (!r.stopped) {  // a partial evaluation would log a misleading loss
+        log.write(eval_record(step, "valid", r));
+        progress.message("step " + std::to_string(step) + ": " + describe_eval("valid", r));
+      }
     }
-    if (o.save_every > 0 && step % o.save_every == 0 && step < o.steps) last_checkpoint = save(step);
+    if (o.save_every > 0 && step % o.save_every == 0 && step < o.steps) save(step);
   }
   progress.finish();
   const double train_seconds = seconds_since(loop_start);
@@ -219,9 +227,21 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out) {
   result.steps = step;
   result.parameters = model.num_parameters();
   result.tokens_per_s = step > first_step ? static_cast<double>(tokens_per_step * (step - first_step)) / train_seconds : 0;
-  result.checkpoint = save(step);
-  const EvalResult valid = evaluate(model, corpus.valid, o.batch, o.seq, device);
-  const EvalResult test = evaluate(model, corpus.test, o.batch, o.seq, device);
+  result.checkpoint = step == saved_step ? last_checkpoint : save(step);
+  const auto stopped_here = [&] {
+    json::Value record = json::Object();
+    record["kind"] = "stopped";
+    record["step"] = step;
+    record["checkpoint"] = result.checkpoint;
+    log.write(record);
+    result.stopped = true;
+    result.seconds = seconds_since(start);
+    return result;
+  };
+  if (stop()) return stopped_here();
+  const EvalResult valid = evaluate(model, corpus.valid, o.batch, o.seq, device, 0, stop);
+  const EvalResult test = valid.stopped ? EvalResult{} : evaluate(model, corpus.test, o.batch, o.seq, device, 0, stop);
+  if (valid.stopped || test.stopped) return stopped_here();
   log.write(eval_record(step, "valid", valid));
   log.write(eval_record(step, "test", test));
   result.valid_loss = valid.loss;

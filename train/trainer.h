@@ -10,7 +10,13 @@
 // the sample, and --resume continues from the latest checkpoint so that the losses that follow are
 // bitwise those of an uninterrupted run. A NaN or Inf loss or gradient stops training with an
 // Error; the last checkpoint, written before, stays as it was.
+//
+// A run can also be asked to stop (`linea train` asks on Ctrl-C or SIGTERM): the step in progress
+// finishes, a periodic evaluation in progress is abandoned at its next batch, a checkpoint of the
+// last completed step is written, and train_model returns with `stopped` set. `--resume` then
+// continues exactly as if nothing had happened.
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "train/train_options.h"
@@ -26,9 +32,18 @@ struct TrainResult {
   int64_t parameters = 0;
   std::string sample;
   std::string checkpoint;     // the final checkpoint's directory
+  // stop_requested ended the run early: `checkpoint` holds step `steps` (possibly fewer than
+  // --steps), and the losses, perplexities and sample were not computed.
+  bool stopped = false;
 };
 
+// Asked between training steps and between evaluation batches; true stops the run (above). It
+// is called often, so it must be cheap: `linea train` reads an atomic flag set by its signal
+// handler (tools/stop_signals.h). The first call comes once the corpus is read and the model
+// built, right before the first step: nothing is worth saving before it.
+using StopRequested = std::function<bool()>;
+
 // Messages (progress, evaluations, the sample) go to `out`; the JSONL log to options.out/log.jsonl.
-TrainResult train_model(const TrainOptions& options, std::FILE* out = stderr);
+TrainResult train_model(const TrainOptions& options, std::FILE* out = stderr, const StopRequested& stop_requested = {});
 
 }  // namespace linea::train

@@ -48,6 +48,18 @@ std::vector<int64_t> WordTokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+std::vector<Unencodable> WordTokenizer::unencodable(std::string_view text) const {
+  std::vector<Unencodable> unknown;
+  for_each_word(
+      text,
+      [&](std::string_view word) {
+        if (ids_.find(word) == ids_.end())
+          unknown.push_back({static_cast<size_t>(word.data() - text.data()), word.size()});
+      },
+      [] {});
+  return unknown;
+}
+
 std::string WordTokenizer::decode(std::span<const int64_t> ids) const {
   std::string text;
   bool line_start = true;

@@ -30,6 +30,8 @@ class WordTokenizer : public Tokenizer {
   explicit WordTokenizer(std::vector<std::string> words);
 
   std::vector<int64_t> encode(std::string_view text) const override;
+  // Words outside the vocabulary (a literal "<unk>" is in it).
+  std::vector<Unencodable> unencodable(std::string_view text) const override;
   std::string decode(std::span<const int64_t> ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(words_.size()); }
   std::string name() const override { return kKind; }

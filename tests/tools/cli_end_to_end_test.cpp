@@ -80,6 +80,52 @@ TEST(CliEndToEnd, TrainEvalGenerate) {
   EXPECT_NE(resumed.output.find("trained 8 steps"), std::string::npos) << resumed.output;
 }
 
+// A prompt the checkpoint's tokenizer cannot encode is refused, naming what it cannot encode;
+// --drop-unknown goes on without it, with a warning.
+TEST(CliEndToEnd, GenerateRefusesAPromptItCannotEncode) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog.\n";
+  train::write_file_atomically(dir / "corpus.txt", text);
+  const std::string tiny = "--data " + dir / "corpus.txt" + " --cache-dir none --model R --d-model 16 --heads 2 "
+                           "--steps 1 --batch 2 --seq 16 --warmup 0 --eval-every 0 --sample-tokens 0 --out ";
+  ASSERT_EQ(run_linea("train " + tiny + dir / "chars").status, 0);
+  const std::string generate = "generate --tokens 5 --seed 1 --checkpoint " + dir / "chars";
+
+  const Outcome refused = run_linea(generate + " --prompt 'the Zé€ fox'");
+  EXPECT_EQ(refused.status, 1);
+  for (const char* part : {"3 characters that the checkpoint's char tokenizer cannot encode",
+                           "'Z' (U+005A) at character 5", "'é' (U+00E9) at character 6", "'€' (U+20AC) at character 7",
+                           "--drop-unknown"})
+    EXPECT_NE(refused.output.find(part), std::string::npos) << part << "\n" << refused.output;
+  // Control characters and bytes that are not UTF-8 are shown escaped.
+  const Outcome odd = run_linea(generate + " --prompt \"$(printf 'the \\377\\tx')\"");
+  EXPECT_EQ(odd.status, 1);
+  for (const char* part : {"'\\xFF' (a byte that is not UTF-8) at character 5", "'\\t' (U+0009) at character 6"})
+    EXPECT_NE(odd.output.find(part), std::string::npos) << part << "\n" << odd.output;
+  // At most five are listed.
+  const Outcome many = run_linea(generate + " --prompt ABCDEFGH");
+  EXPECT_EQ(many.status, 1);
+  EXPECT_NE(many.output.find("'E' (U+0045) at character 5 and 3 more"), std::string::npos) << many.output;
+  EXPECT_EQ(many.output.find("'F'"), std::string::npos) << many.output;
+
+  // --drop-unknown: a warning naming them, then exactly the text of the prompt without them.
+  const Outcome dropped = run_linea(generate + " --prompt 'the Zé€ fox' --drop-unknown");
+  ASSERT_EQ(dropped.status, 0) << dropped.output;
+  const size_t warning_end = dropped.output.find('\n');
+  EXPECT_NE(dropped.output.substr(0, warning_end).find("warning: dropped from the prompt 3 characters"),
+            std::string::npos) << dropped.output;
+  EXPECT_EQ(dropped.output.substr(warning_end + 1), run_linea(generate + " --prompt 'the  fox'").output);
+
+  // A word tokenizer names words; <unk> itself is in its vocabulary.
+  ASSERT_EQ(run_linea("train --tokenizer word " + tiny + dir / "words").status, 0);
+  const Outcome word = run_linea("generate --tokens 3 --checkpoint " + dir / "words" + " --prompt 'the zyzzyva fox'");
+  EXPECT_EQ(word.status, 1);
+  EXPECT_NE(word.output.find("1 word that the checkpoint's word tokenizer cannot encode: 'zyzzyva' at character 5"),
+            std::string::npos) << word.output;
+  EXPECT_EQ(run_linea("generate --tokens 3 --checkpoint " + dir / "words" + " --prompt 'the <unk> fox'").status, 0);
+}
+
 TEST(CliEndToEnd, FailuresExitWithStatusOne) {
   TempDir dir;
   const Outcome missing = run_linea("train --cache-dir none --data " + dir / "nothing.txt" + " --out " + dir / "r");

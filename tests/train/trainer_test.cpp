@@ -108,6 +108,63 @@ TEST(Trainer, ResumeIsBitwiseIdentical) {
   EXPECT_EQ(logged_losses(full.out), logged_losses(first.out));
 }
 
+// A stop request (what `linea train` makes of Ctrl-C) ends the run at a checkpoint of its last
+// completed step, and --resume from there gives bitwise the losses, test loss and sample of a run
+// never stopped: before the first step, right after the step-6 save (nothing new to write), and
+// mid-interval at step 7.
+TEST(Trainer, StopRequestSavesTheStepAndResumeContinuesBitwise) {
+  TempDir dir;
+  write_corpus(dir);
+  std::FILE* null = quiet();
+  TrainOptions full = tiny_options(dir, "full");
+  full.dropout = 0.1;
+  const TrainResult whole = train_model(full, null);
+  for (const int64_t stop_at : {0, 6, 7}) {
+    TrainOptions o = full;
+    o.out = dir / ("stop" + std::to_string(stop_at));
+    // Asked before each step and each evaluation batch: true once stop_at steps are logged.
+    const auto after_stop_at = [&] { return static_cast<int64_t>(logged_losses(o.out).size()) >= stop_at; };
+    const TrainResult stopped = train_model(o, null, after_stop_at);
+    EXPECT_TRUE(stopped.stopped);
+    EXPECT_EQ(stopped.steps, stop_at);
+    char name[32];
+    std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(stop_at));
+    EXPECT_EQ(stopped.checkpoint, o.out + name);  // one checkpoint per step: no "-1" re-save
+    EXPECT_EQ(latest_checkpoint(o.out), stopped.checkpoint);
+    EXPECT_EQ(load_checkpoint(stopped.checkpoint).trainer.step, stop_at);
+    EXPECT_NE(read_file(o.out + "/log.jsonl", "log").find("\"kind\":\"stopped\""), std::string::npos);
+
+    o.resume = true;
+    const TrainResult resumed = train_model(o, null);
+    EXPECT_FALSE(resumed.stopped);
+    EXPECT_EQ(resumed.steps, 12);
+    EXPECT_EQ(logged_losses(o.out), logged_losses(full.out)) << "stopped at " << stop_at;
+    EXPECT_EQ(resumed.test_loss, whole.test_loss);
+    EXPECT_EQ(resumed.sample, whole.sample);
+  }
+  std::fclose(null);
+}
+
+// A stop request during a periodic evaluation abandons it at its next batch: no partial result
+// is logged, and the checkpoint holds the step before it.
+TEST(Trainer, StopRequestAbandonsAnEvaluationInProgress) {
+  TempDir dir;
+  write_corpus(dir);
+  std::FILE* null = quiet();
+  TrainOptions o = tiny_options(dir, "run");  // evaluates at step 4
+  int64_t asked_after_four = 0;
+  const auto during_the_step_4_evaluation = [&] {
+    if (logged_losses(o.out).size() < 4) return false;
+    return ++asked_after_four >= 2;  // asked before each batch: the first runs, the second does not
+  };
+  const TrainResult r = train_model(o, null, during_the_step_4_evaluation);
+  std::fclose(null);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_EQ(load_checkpoint(r.checkpoint).trainer.step, 4);
+  EXPECT_EQ(read_file(o.out + "/log.jsonl", "log").find("\"kind\":\"eval\""), std::string::npos);
+}
+
 TEST(Trainer, NanStopsTrainingAndKeepsTheLastCheckpoint) {
   TempDir dir;
   write_corpus(dir);
