@@ -229,7 +229,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   result.tokens_per_s = step > first_step ? static_cast<double>(tokens_per_step * (step - first_step)) / train_seconds : 0;
   result.checkpoint = step == saved_step ? last_checkpoint : save(step);
   const auto stopped_here = [&] {
-    json::Value record = json::Object();
+    json::Value record = json::Value::object();
     record["kind"] = "stopped";
     record["step"] = step;
     record["checkpoint"] = result.checkpoint;

@@ -170,7 +170,7 @@ std::vector<int64_t> logged_steps(const std::string& run) {
   std::istringstream in(train::read_file(run + "/log.jsonl", "log"));
   for (std::string line; std::getline(in, line);) {
     const json::Value r = json::parse(line);
-    if (r.get<std::string>("kind") == "step") steps.push_back(r.get<int64_t>("step"));
+    if (json::get<std::string>(r, "kind") == "step") steps.push_back(json::get<int64_t>(r, "step"));
   }
   return steps;
 }
