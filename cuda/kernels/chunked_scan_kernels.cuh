@@ -628,24 +628,22 @@ __device__ void through_state(T (&out)[kChannelTiles][4], const T* X, const Side
 
 // ---- chunk_output ----------------------------------------------------------------------------
 
-// One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
-// from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
-template <class T, bool kTensorCores>
-__global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
+// The chunk's outputs once prepare_chunk has run, for a mild chunk (kMild) or any other. The way is
+// a template argument so that each instantiation holds only its own code: with the decays
+// factored out, the products' sides are kNoDecay at compile time and the mild body has none of
+// the decayed branches (a kernel holding both ways ran out of the instruction cache: ncu's
+// "no instruction" was its largest stall).
+template <class T, bool kTensorCores, bool kMild>
+__device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch;
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
-  const ChunkTiles<T> s(smem_bytes, false);
-  const Place p = place_of(a, a.chunks);
-  const bool mild = prepare_chunk(s, a, p, false);
-
   const WarpPart w = warp_part();
   const int r0 = w.r0();
   T* stripe = s.stripes + w.a * kSub * G::kStripePitch;
   T* diag = s.diag + w.a * kSub;
-  const Scaling<T> value{mild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
+  const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
-  const Side<T> key_p{s.Lk, mild ? kNoDecay : a.key_mode}, value_p{s.Lv, mild ? kNoDecay : a.value_mode};
+  const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
   score_stripe<kTensorCores, true>(stripe, diag, s.q, s.k, key_p, w);  // A
   T o[kChannelTiles][4], inter[kChannelTiles][4];
   zero(o);
@@ -654,9 +652,20 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(
   through_state<kTensorCores, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T sum = o[n][e] + diag[t - r0] * s.v[t * P + j];
-    o[n][e] = mild ? (sum + inter[n][e]) * value.from_start(t, j) : sum + inter[n][e] * value.from_start(t, j);
+    o[n][e] = kMild ? (sum + inter[n][e]) * value.from_start(t, j) : sum + inter[n][e] * value.from_start(t, j);
   });
   store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);
+}
+
+// One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
+// from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
+template <class T, bool kTensorCores>
+__global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  const ChunkTiles<T> s(smem_bytes, false);
+  const Place p = place_of(a, a.chunks);
+  if (prepare_chunk(s, a, p, false)) chunk_output_body<T, kTensorCores, true>(s, a, p);
+  else chunk_output_body<T, kTensorCores, false>(s, a, p);
 }
 
 // ---- chunk_gradient ----------------------------------------------------------------------------
@@ -741,36 +750,40 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s
   });
 }
 
-// One block per (sub-problem, sequence, chunk): dq, dk over the key tile (partial sums over value
-// tiles), dv over the value tile (partial over key tiles), and both decay gradients. In a mild chunk
+// The gradients of one chunk once prepare_chunk has run (kMild: see chunk_output_body): dq, dk over
+// the key tile (partial sums over value tiles), dv over the value tile (partial over key tiles),
+// and both decay gradients. In a mild chunk
 // the tiles hold q+, k-, v-, do+ (prepare_chunk), the products run without decay, and each
 // gradient's chunk part is rescaled at the end; the terms through dh' keep the decay to the
 // chunk's end (<= 1) as a factor of their own, so no two large factors meet.
-template <class T, bool kTensorCores>
-__global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
+template <class T, bool kTensorCores, bool kMild>
+__device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, N = G::kThreads;
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
-  const ChunkTiles<T> s(smem_bytes, true);
-  const Place p = place_of(a, a.chunks);
-  const bool mild = prepare_chunk(s, a, p, true);
   const int64_t kc = kWidth * p.kt, vc = kWidth * p.vt;
 
-  const Scaling<T> key{mild, {s.Lk, a.key_mode}, mild_factors<T>(s.Lk), s.key_last};
-  const Scaling<T> value{mild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
+  const Scaling<T> key{kMild, {s.Lk, a.key_mode}, mild_factors<T>(s.Lk), s.key_last};
+  const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
-  const Side<T> key_p{s.Lk, mild ? kNoDecay : a.key_mode}, value_p{s.Lv, mild ? kNoDecay : a.value_mode};
+  const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
   // The decay gradients' term of the carried state: dh'_ji exp(Lv_last,j) h_ji exp(Lk_last,i),
-  // summed over rows for the key side and over columns for the value side.
-  for (int x = threadIdx.x; x < 2 * kWidth; x += N) {
+  // summed over rows for the key side and over columns for the value side: 2 kWidth sums of
+  // kWidth terms, each by kParts neighbouring lanes (a share of the terms each, then shuffles in
+  // a fixed order), so that every thread of the block takes part.
+  constexpr int kParts = N / (2 * kWidth), kTerms = kWidth / kParts;
+  static_assert(kParts * 2 * kWidth == N && (kParts & (kParts - 1)) == 0 && kParts <= 32, "whole parts per warp");
+  {
+    const int x = threadIdx.x / kParts, part = threadIdx.x % kParts;
     const bool key_side = x < kWidth;
     const int m = key_side ? x : x - kWidth;
     T sum = 0;
-    for (int o = 0; o < kWidth; ++o) {
+    for (int o = part * kTerms; o < (part + 1) * kTerms; ++o) {
       const int j = key_side ? o : m, i = key_side ? m : o;
       sum += s.dh[j * P + i] * s.h[j * P + i] * (s.value_last[j] * s.key_last[i]);
     }
-    (key_side ? s.gk_state : s.gv_state)[m] = sum;
+#pragma unroll
+    for (int offset = 1; offset < kParts; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (part == 0) (key_side ? s.gk_state : s.gv_state)[m] = sum;
   }
 
   const WarpPart w = warp_part();
@@ -787,7 +800,7 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kerne
   zero(tmp);
   through_state<kTensorCores, false>(tmp, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
-    const T inter = mild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
+    const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
     s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
   });
   input_gradient<kTensorCores, false>(acc, s, w, stripe, diag, s.q, s.k, key_p, s.key_last, s.v, s.dout, value_p,
@@ -805,10 +818,10 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kerne
   zero(tmp);
   through_state<kTensorCores, true>(tmp, s.dout, value_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int i) {
-    acc[n][e] += mild ? tmp[n][e] : tmp[n][e] * key.from_start(t, i);  // dq~
+    acc[n][e] += kMild ? tmp[n][e] : tmp[n][e] * key.from_start(t, i);  // dq~
     s.w[t * P + i] = s.q[t * P + i] * acc[n][e];
     const T dq = acc[n][e] + diag[t - r0] * s.k[t * P + i];
-    acc[n][e] = mild ? dq * key.from_start(t, i) : dq;
+    acc[n][e] = kMild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
   input_gradient<kTensorCores, true>(acc, s, w, stripe, diag, s.dout, s.v, value_p, s.value_last, s.k, s.q, key_p,
@@ -817,6 +830,16 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kerne
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,
                        a.steps, kc, a.dk, s.stripes);
+}
+
+// One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
+template <class T, bool kTensorCores>
+__global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  const ChunkTiles<T> s(smem_bytes, true);
+  const Place p = place_of(a, a.chunks);
+  if (prepare_chunk(s, a, p, true)) chunk_gradient_body<T, kTensorCores, true>(s, a, p);
+  else chunk_gradient_body<T, kTensorCores, false>(s, a, p);
 }
 
 // out (strided) = the sum of n_parts contiguous (sequences, steps, width) partial results, in

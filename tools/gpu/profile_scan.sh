@@ -15,3 +15,9 @@ ncu --clock-control none --kernel-name "regex:$KERNELS" --launch-count ${COUNT:-
 echo "ncu rc=$?"
 ncu --import $OUT/scan.ncu-rep --print-summary none --page details 2>/dev/null |
   grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Shared Memory Config|Achieved Occupancy|Theoretical Occ|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Stall|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Executed Ipc A|Local Memory|Bank" | head -${LINES_MAX:-160}
+# With SOURCE=1 (build with -DCMAKE_CUDA_FLAGS=-lineinfo): the stall samples by source line of the
+# first kernel that KERNELS matches.
+if [ -n "$SOURCE" ]; then
+  ncu --import $OUT/scan.ncu-rep --page source --csv --print-source cuda > $OUT/scan_source.csv 2>&1
+  python3 tools/gpu/top_source_lines.py $OUT/scan_source.csv ${TOP:-50}
+fi
