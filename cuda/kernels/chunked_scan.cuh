@@ -15,10 +15,11 @@
 // sums is the sum over the steps between them to double precision (in float32, a difference of two
 // sums near -1000 would keep only ~1e-4 of an exponent near 0).
 //
-// Two kinds of products, each causal (rows t, columns s < t) or anti-causal (rows s, columns
-// t > s, the adjoint the backward needs):
-//   scores   S[t][s] = sum_c X[t][c] Y[s][c] exp(L_t,c - L_s,c)   (a contraction over the side)
-//   decayed  out[t][c] += sum_s S[t][s] Y[s][c] exp(L_t,c - L_s,c)  (a contraction over positions)
+// Two kinds of products:
+//   scores   S[t][s] = sum_c X[t][c] Y[s][c] exp(L_t,c - L_s,c) for s < t   (a contraction over the side)
+//   decayed  out[t][c] += sum_s S[t][s] Y[s][c] exp(L_t,c - L_s,c)  (a contraction over positions),
+//            causal (rows t, columns s < t) or anti-causal (rows s, columns t > s: the adjoint the
+//            backward needs, reading the same S transposed)
 // Every exponent must be <= 0 (nothing overflows, whatever the decays). Per channel, the
 // exponential does not factor out of the sum, so the chunk's 16 x 16 sub-blocks are treated in
 // two ways (FlashLinearAttention's secondary chunking):
@@ -186,47 +187,39 @@ __device__ __forceinline__ T decayed_dot(const T* X, const T* Y, const Side<T>& 
   return side.mode == kScalarDecay ? sum * exp_to<T>(side.log[t] - side.log[s]) : sum;
 }
 
-// A stripe of a score matrix, written to `stripe` (16 x kStripePitch, the rows of stripe a) with
-// the s = t terms in diag[0..15], by the stripe's warps (each its tiles; a block-wide barrier
+// A stripe of a causal score matrix, written to `stripe` (16 x kStripePitch, the rows of stripe a)
+// with the s = t terms in diag[0..15], by the stripe's warps (each its tiles; a block-wide barrier
 // before, so that the previous stripe is read, and after, so that the whole stripe is written):
-//   causal        rows t = 16 a + r, stripe[r][s] = S[t][s] for s < t, 0 for s >= t,
-//                 S[t][s] = sum_c X[t][c] Y[s][c] exp(L_t,c - L_s,c);
-//   anti-causal   rows s = 16 a + r, stripe[r][t] = S[t][s] for t > s, 0 for t <= s.
-// So the anti-causal stripe of (X, Y) is the transpose of the causal score matrix, by rows of Y.
-// Every warp of the block must call it (the barriers).
-template <bool kTensorCores, bool kCausal, class T>
+//   rows t = 16 a + r, stripe[r][s] = S[t][s] for s < t, 0 for s >= t,
+//   S[t][s] = sum_c X[t][c] Y[s][c] exp(L_t,c - L_s,c).
+// The block's stripes lie one after another, so once every stripe is written they hold the whole
+// matrix, rows t at stripes + t kStripePitch; the anti-causal products read it transposed
+// (decayed_product) instead of computing it again. Every warp of the block must call it.
+template <bool kTensorCores, class T>
 __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const Side<T>& side, const WarpPart& w) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, LP = G::kLogPitch, NT = G::kStripeTiles;
   const FragmentLane l = fragment_lane();
   const int a = w.a, r0 = w.r0();
   const Columns cols = stripe_columns(w);
-  // Global column tiles: causal, those of sub-blocks 0..a; anti-causal, those of sub-blocks a..last.
+  // Global column tiles: those of sub-blocks 0..a.
   const int diag_lo = 2 * a;
-  const TileRange all = kCausal ? local_tiles(0, diag_lo + 2, w) : local_tiles(diag_lo, G::kTiles, w);
+  const TileRange all = local_tiles(0, diag_lo + 2, w);
   __syncthreads();  // the stripe's previous contents are read
   T acc[NT][4];
   zero(acc);
-  // The row operand is X (causal) or Y (anti-causal), the column operand the other.
-  const T* rows = kCausal ? X : Y;
-  const T* cols_tile = kCausal ? Y : X;
   auto global_tile = [&](int n) { return w.h + kSplit * n; };
   if (side.mode == kChannelDecay) {
-    // Below the diagonal, through the reference point ref (see the file's header).
-    const TileRange off = kCausal ? local_tiles(0, diag_lo, w) : local_tiles(diag_lo + 2, G::kTiles, w);
+    // Below the diagonal, through the reference point ref, the last position before the row's
+    // sub-block (see the file's header).
+    const TileRange off = local_tiles(0, diag_lo, w);
     if (off.hi > off.lo) {
-      const double* ref = side.log + (kCausal ? r0 - 1 : r0 + kSub - 1) * LP;
+      const double* ref = side.log + (r0 - 1) * LP;
       const double* L = side.log;
-      if (kCausal)
-        warp_product<kTensorCores>(
-            acc, kWidth, cols, off.lo, off.hi,
-            [&](int r, int c) { return rows[(r0 + r) * P + c] * exp_to<T>(L[(r0 + r) * LP + c] - ref[c]); },
-            [&](int c, int s) { return cols_tile[s * P + c] * exp_to<T>(ref[c] - L[s * LP + c]); });
-      else
-        warp_product<kTensorCores>(
-            acc, kWidth, cols, off.lo, off.hi,
-            [&](int r, int c) { return rows[(r0 + r) * P + c] * exp_to<T>(ref[c] - L[(r0 + r) * LP + c]); },
-            [&](int c, int t) { return cols_tile[t * P + c] * exp_to<T>(L[t * LP + c] - ref[c]); });
+      warp_product<kTensorCores>(
+          acc, kWidth, cols, off.lo, off.hi,
+          [&](int r, int c) { return X[(r0 + r) * P + c] * exp_to<T>(L[(r0 + r) * LP + c] - ref[c]); },
+          [&](int c, int s) { return Y[s * P + c] * exp_to<T>(ref[c] - L[s * LP + c]); });
     }
     // The diagonal sub-block, elementwise.
 #pragma unroll
@@ -234,22 +227,20 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
       if (global_tile(n) / 2 != a) continue;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = r0 + fragment_row(l, e), col = cols.of(l, n, e);
-        const int t = kCausal ? row : col, s = kCausal ? col : row;
+        const int t = r0 + fragment_row(l, e), s = cols.of(l, n, e);
         acc[n][e] = s < t ? decayed_dot(X, Y, side, t, s) : T(0);
-        if (s == t) diag[row - r0] = decayed_dot(X, Y, Side<T>{side.log, kNoDecay}, t, t);
+        if (s == t) diag[t - r0] = decayed_dot(X, Y, Side<T>{side.log, kNoDecay}, t, t);
       }
     }
   } else {
-    warp_product<kTensorCores>(acc, kWidth, cols, all.lo, all.hi, [&](int r, int c) { return rows[(r0 + r) * P + c]; },
-                               [&](int c, int s) { return cols_tile[s * P + c]; });
+    warp_product<kTensorCores>(acc, kWidth, cols, all.lo, all.hi, [&](int r, int c) { return X[(r0 + r) * P + c]; },
+                               [&](int c, int s) { return Y[s * P + c]; });
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = r0 + fragment_row(l, e), col = cols.of(l, n, e);
-        const int t = kCausal ? row : col, s = kCausal ? col : row;
-        if (s == t) diag[row - r0] = acc[n][e];
+        const int t = r0 + fragment_row(l, e), s = cols.of(l, n, e);
+        if (s == t) diag[t - r0] = acc[n][e];
         acc[n][e] = s >= t                        ? T(0)
                     : side.mode == kScalarDecay ? acc[n][e] * exp_to<T>(side.log[t] - side.log[s])
                                                 : acc[n][e];
@@ -262,19 +253,22 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
   __syncthreads();
 }
 
-// out (the warp's 16 rows x its channel tiles) += the decayed product of its stripe (as
-// score_stripe left it, s = t terms excluded) with Y:
-//   causal        rows t = 16 a + r:  out[r][c] += sum_{s < t} stripe[r][s] Y[s][c] exp(L_t,c - L_s,c)
-//   anti-causal   rows s = 16 a + r:  out[r][c] += sum_{t > s} stripe[r][t] Y[t][c] exp(L_t,c - L_s,c)
+// out (the warp's 16 rows x its channel tiles) += the decayed product of a causal score matrix S
+// (as the block's score_stripe calls left it in `scores`, s = t terms excluded) with Y:
+//   causal        rows t = 16 a + r:  out[r][c] += sum_{s < t} S[t][s] Y[s][c] exp(L_t,c - L_s,c)
+//   anti-causal   rows s = 16 a + r:  out[r][c] += sum_{t > s} S[t][s] Y[t][c] exp(L_t,c - L_s,c)
+// The causal product reads the warp's own stripe, the anti-causal one the matrix transposed.
 // The contraction runs down Y's rows: paired k-slots (warp_product).
 template <bool kTensorCores, bool kCausal, class T>
-__device__ void decayed_product(T (&out)[kChannelTiles][4], const T* stripe, const T* Y, const Side<T>& side,
+__device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, const T* Y, const Side<T>& side,
                                 const WarpPart& w) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, LP = G::kLogPitch, SP = G::kStripePitch;
   const FragmentLane l = fragment_lane();
   const int r0 = w.r0();
   const Columns cols = channel_columns(w);
+  // S at the warp's row r (0..15) and the position p of the other index.
+  auto score = [&](int r, int p) { return kCausal ? scores[(r0 + r) * SP + p] : scores[p * SP + r0 + r]; };
   // Positions of the stripe's columns that can be non-zero: causal [0, r0 + kSub), anti-causal [r0, kChunk).
   const int k_begin = kCausal ? 0 : r0, k_end = kCausal ? r0 + kSub : G::kChunk;
   if (side.mode != kChannelDecay) {
@@ -284,7 +278,7 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* stripe, con
         out, k_end - k_begin, cols, 0, kChannelTiles,
         [&](int r, int k) {
           const int p = k_begin + k, row = r0 + r;
-          const T s = stripe[r * SP + p];
+          const T s = score(r, p);
           if (!scalar || s == T(0)) return s;
           return kCausal ? s * exp_to<T>(L[row] - L[p]) : s * exp_to<T>(L[p] - L[row]);
         },
@@ -300,7 +294,7 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* stripe, con
     T tmp[kChannelTiles][4];
     zero(tmp);
     warp_product<kTensorCores, true>(
-        tmp, off_end - off_begin, cols, 0, kChannelTiles, [&](int r, int k) { return stripe[r * SP + off_begin + k]; },
+        tmp, off_end - off_begin, cols, 0, kChannelTiles, [&](int r, int k) { return score(r, off_begin + k); },
         [&](int k, int c) {
           const int p = off_begin + k;
           return Y[p * P + c] * exp_to<T>(kCausal ? ref[c] - L[p * LP + c] : L[p * LP + c] - ref[c]);
@@ -322,9 +316,9 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* stripe, con
       const double lr = L[row * LP + c];
       T sum = 0;
       if (kCausal)
-        for (int s = r0; s < row; ++s) sum += stripe[r * SP + s] * Y[s * P + c] * exp_to<T>(lr - L[s * LP + c]);
+        for (int s = r0; s < row; ++s) sum += score(r, s) * Y[s * P + c] * exp_to<T>(lr - L[s * LP + c]);
       else
-        for (int t = row + 1; t < r0 + kSub; ++t) sum += stripe[r * SP + t] * Y[t * P + c] * exp_to<T>(L[t * LP + c] - lr);
+        for (int t = row + 1; t < r0 + kSub; ++t) sum += score(r, t) * Y[t * P + c] * exp_to<T>(L[t * LP + c] - lr);
       out[n][e] += sum;
     }
 }

@@ -644,10 +644,10 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
-  score_stripe<kTensorCores, true>(stripe, diag, s.q, s.k, key_p, w);  // A
+  score_stripe<kTensorCores>(stripe, diag, s.q, s.k, key_p, w);  // A
   T o[kChannelTiles][4], inter[kChannelTiles][4];
   zero(o);
-  decayed_product<kTensorCores, true>(o, stripe, s.v, value_p, w);
+  decayed_product<kTensorCores, true>(o, s.stripes, s.v, value_p, w);
   zero(inter);
   through_state<kTensorCores, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
@@ -721,23 +721,22 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
 }
 
 // The gradient of the chunk's values (x = v) or keys (x = k), the part of a side's pass that runs
-// back in time: with the scores' rows s (transposed) of score_rows . score_cols over the other
-// side (q k^T for dv, dout v^T for dk),
+// back in time. The caller has just left the causal scores of the other side in s.stripes (A =
+// q k^T for dv, dA = dout v^T for dk) and their s = t terms in diag; with score_cols the scores'
+// second operand (k for dv, v for dk),
 //   dx~      = the anti-causal decayed product of the scores with `carried` (dout for dv, q for dk),
 //   dx^state = score_cols through dh', decayed to the chunk's end,
 //   dx       = dx~ + diag carried + dx^state (rescaled in a mild chunk),
 // and the side's decay-gradient terms w -= x dx~, z = x dx^state (the file's header).
 template <bool kTensorCores, bool kStateTransposed, class T>
-__device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s, const WarpPart& w, T* stripe,
-                               T* diag, const T* score_rows, const T* score_cols, const Side<T>& other,
-                               const T* other_last, const T* x, const T* carried, const Side<T>& own,
-                               const Scaling<T>& scaling) {
+__device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s, const WarpPart& w, const T* diag,
+                               const T* score_cols, const Side<T>& other, const T* other_last, const T* x,
+                               const T* carried, const Side<T>& own, const Scaling<T>& scaling) {
   constexpr int P = Geometry<T>::kPitch;
   const int r0 = w.r0();
   const bool mild = scaling.mild;
-  score_stripe<kTensorCores, false>(stripe, diag, score_rows, score_cols, other, w);
   zero(dx);
-  decayed_product<kTensorCores, false>(dx, stripe, carried, own, w);
+  decayed_product<kTensorCores, false>(dx, s.stripes, carried, own, w);
   T state[kChannelTiles][4];
   zero(state);
   through_state<kTensorCores, kStateTransposed>(state, score_cols, other, s.dh, w, true, mild ? other_last : nullptr);
@@ -752,10 +751,11 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s
 
 // The gradients of one chunk once prepare_chunk has run (kMild: see chunk_output_body): dq, dk over
 // the key tile (partial sums over value tiles), dv over the value tile (partial over key tiles),
-// and both decay gradients. In a mild chunk
-// the tiles hold q+, k-, v-, do+ (prepare_chunk), the products run without decay, and each
-// gradient's chunk part is rescaled at the end; the terms through dh' keep the decay to the
-// chunk's end (<= 1) as a factor of their own, so no two large factors meet.
+// and both decay gradients. In a mild chunk the tiles hold q+, k-, v-, do+ (prepare_chunk), the
+// products run without decay, and each gradient's chunk part is rescaled at the end; the terms
+// through dh' keep the decay to the chunk's end (<= 1) as a factor of their own, so no two large
+// factors meet. Each side's causal scores serve its forward-in-time product and, read transposed,
+// its backward-in-time one (input_gradient).
 template <class T, bool kTensorCores, bool kMild>
 __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
@@ -794,17 +794,16 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
 
   // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
-  score_stripe<kTensorCores, true>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
+  score_stripe<kTensorCores>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
   zero(acc);
-  decayed_product<kTensorCores, true>(acc, stripe, s.v, value_p, w);
+  decayed_product<kTensorCores, true>(acc, s.stripes, s.v, value_p, w);
   zero(tmp);
   through_state<kTensorCores, false>(tmp, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
     s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
   });
-  input_gradient<kTensorCores, false>(acc, s, w, stripe, diag, s.q, s.k, key_p, s.key_last, s.v, s.dout, value_p,
-                                      value);  // dv
+  input_gradient<kTensorCores, false>(acc, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gv_state, a.value_mode, a.grad_gv, p,
@@ -812,9 +811,9 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   __syncthreads();
 
   // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
-  score_stripe<kTensorCores, true>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
+  score_stripe<kTensorCores>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
   zero(acc);
-  decayed_product<kTensorCores, true>(acc, stripe, s.k, key_p, w);
+  decayed_product<kTensorCores, true>(acc, s.stripes, s.k, key_p, w);
   zero(tmp);
   through_state<kTensorCores, true>(tmp, s.dout, value_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int i) {
@@ -824,8 +823,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
     acc[n][e] = kMild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
-  input_gradient<kTensorCores, true>(acc, s, w, stripe, diag, s.dout, s.v, value_p, s.value_last, s.k, s.q, key_p,
-                                     key);  // dk
+  input_gradient<kTensorCores, true>(acc, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,

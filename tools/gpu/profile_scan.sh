@@ -18,6 +18,6 @@ ncu --import $OUT/scan.ncu-rep --print-summary none --page details 2>/dev/null |
 # With SOURCE=1 (build with -DCMAKE_CUDA_FLAGS=-lineinfo): the stall samples by source line of the
 # first kernel that KERNELS matches.
 if [ -n "$SOURCE" ]; then
-  ncu --import $OUT/scan.ncu-rep --page source --csv --print-source cuda > $OUT/scan_source.csv 2>&1
+  ncu --import $OUT/scan.ncu-rep --page source --csv --print-source sass > $OUT/scan_source.csv 2>&1
   python3 tools/gpu/top_source_lines.py $OUT/scan_source.csv ${TOP:-50}
 fi

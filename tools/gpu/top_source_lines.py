@@ -1,5 +1,5 @@
 """The source lines with the most warp-stall samples in an ncu source page exported as CSV
-(ncu --import R --page source --csv --print-source cuda > F):  top_source_lines.py F [N]."""
+(ncu --import R --page source --csv --print-source sass|cuda > F):  top_source_lines.py F [N]."""
 import csv
 import sys
 
