@@ -97,6 +97,14 @@ void add_refined_gate_cases(Table& table) {
   add(table, "refined_log_gate/sliced", inputs({{3, 4}, {3, 8}}, normal(2.0)), [](const std::vector<Tensor>& x) {
     return refined_log_gate(x[0], slice(x[1], 1, 1, 8, 2), -20.0);
   });
+  // With the projections' biases, as the ReGLA gate passes them: (H, 1, dv) against (B, H, T, dv)
+  // seen from (B, T, H, dv), and a bias on one side only.
+  add(table, "refined_log_gate/head_biases", inputs({{2, 3, 2, 4}, {2, 3, 2, 4}, {2, 1, 4}, {2, 1, 4}}, normal(2.0)),
+      [](const std::vector<Tensor>& x) {
+        return refined_log_gate(transpose(x[0], 1, 2), transpose(x[1], 1, 2), -2.5, x[2], x[3]);
+      });
+  add(table, "refined_log_gate/forget_bias_only", inputs({{3, 5}, {3, 5}, {5}}, normal(2.0)),
+      [none](const std::vector<Tensor>& x) { return refined_log_gate(x[0], x[1], none, x[2]); });
 }
 
 }  // namespace linea::gradcheck::cases

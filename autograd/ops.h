@@ -225,8 +225,11 @@ NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double sca
 // term a log-sigmoid, finite for any finite a and c; floor = -inf for none. Equal to the composite
 // clamp(nn::linear::refined_log_gate(a, c), floor) in one fused kernel forward and one backward
 // (not differentiable again), with clamp's gradient: zero where the floor holds, at the floor
-// included. The result is laid out in memory like a, each gradient like its input.
-Tensor refined_log_gate(const Tensor& a, const Tensor& c, double floor);
+// included. The result is laid out in memory like a, each gradient like its input. bias_a and
+// bias_c (optional, broadcast to a's shape) are added to a and c inside the kernels: the gate
+// projections' biases, without a pass of their own.
+Tensor refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& bias_a = Tensor(),
+                        const Tensor& bias_c = Tensor());
 
 // ---- indexing ----
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D Int64

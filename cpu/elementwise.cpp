@@ -190,29 +190,42 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, con
   });
 }
 
-void CpuBackend::refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& out) const {
+void CpuBackend::refined_log_gate(const Tensor& a, const Tensor& c, const Tensor& bias_a, const Tensor& bias_c,
+                                  double floor, const Tensor& out) const {
   dispatch_floating(a.dtype(), "refined_log_gate", [&]<class T>() {
     const T lo = static_cast<T>(floor);
-    map2<T, T>(a, c, out, [lo](T x, T y) {
-      const T v = scalar::refined_log_gate(x, y).value;
-      return v < lo ? lo : v;
-    });
+    const T *pa = a.data<T>(), *pc = c.data<T>(), *pba = bias_a.data<T>(), *pbc = bias_c.data<T>();
+    T* dst = out.data<T>();
+    for_each_run<5>(out.shape(), {&out.strides(), &a.strides(), &c.strides(), &bias_a.strides(), &bias_c.strides()},
+                    [&](const std::array<int64_t, 5>& at, int64_t n, const std::array<int64_t, 5>& s) {
+                      for (int64_t i = 0; i < n; ++i) {
+                        const T x = pa[at[1] + i * s[1]] + pba[at[3] + i * s[3]];
+                        const T y = pc[at[2] + i * s[2]] + pbc[at[4] + i * s[4]];
+                        const T v = scalar::refined_log_gate(x, y).value;
+                        dst[at[0] + i * s[0]] = v < lo ? lo : v;
+                      }
+                    });
   });
 }
 
-void CpuBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, double floor, const Tensor& dout,
-                                           const Tensor& da, const Tensor& dc) const {
+void CpuBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, const Tensor& bias_a,
+                                           const Tensor& bias_c, double floor, const Tensor& dout, const Tensor& da,
+                                           const Tensor& dc) const {
   dispatch_floating(a.dtype(), "refined_log_gate_backward", [&]<class T>() {
     const T lo = static_cast<T>(floor);
-    const T *pa = a.data<T>(), *pc = c.data<T>(), *pg = dout.data<T>();
+    const T *pa = a.data<T>(), *pc = c.data<T>(), *pba = bias_a.data<T>(), *pbc = bias_c.data<T>();
+    const T* pg = dout.data<T>();
     T *pda = da.data<T>(), *pdc = dc.data<T>();
-    for_each_run<5>(a.shape(), {&a.strides(), &c.strides(), &dout.strides(), &da.strides(), &dc.strides()},
-                    [&](const std::array<int64_t, 5>& at, int64_t n, const std::array<int64_t, 5>& s) {
+    for_each_run<7>(a.shape(),
+                    {&a.strides(), &c.strides(), &bias_a.strides(), &bias_c.strides(), &dout.strides(), &da.strides(),
+                     &dc.strides()},
+                    [&](const std::array<int64_t, 7>& at, int64_t n, const std::array<int64_t, 7>& s) {
                       for (int64_t i = 0; i < n; ++i) {
-                        const auto f = scalar::refined_log_gate(pa[at[0] + i * s[0]], pc[at[1] + i * s[1]]);
-                        const T g = f.value > lo ? pg[at[2] + i * s[2]] : T(0);  // clamp's rule: 0 on the floor
-                        pda[at[3] + i * s[3]] = g * f.d_a;
-                        pdc[at[4] + i * s[4]] = g * f.d_c;
+                        const auto f = scalar::refined_log_gate(pa[at[0] + i * s[0]] + pba[at[2] + i * s[2]],
+                                                                pc[at[1] + i * s[1]] + pbc[at[3] + i * s[3]]);
+                        const T g = f.value > lo ? pg[at[4] + i * s[4]] : T(0);  // clamp's rule: 0 on the floor
+                        pda[at[5] + i * s[5]] = g * f.d_a;
+                        pdc[at[6] + i * s[6]] = g * f.d_c;
                       }
                     });
   });

@@ -6,9 +6,12 @@
 //   const StridedOffsets<2> at = strided_offsets<2>(out.shape(), {&out.strides(), &in.strides()});
 //   my_kernel<<<blocks_for(n, device_), kThreads, 0, stream>>>(n, at, ...);
 //   LINEA_CUDA_LAUNCH_CHECK("my_op", "n=", n);
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "cuda/check.h"
 #include "cuda/stream.h"
@@ -101,10 +104,32 @@ struct StridedOffsets {
   }
 };
 
+// The order in which a kernel may visit the elements: Logical, row-major over the shape (element
+// i is the i-th of the shape, for kernels that use i); Memory, in operand 0's memory order, for
+// kernels that only use the offsets: dims sorted by operand 0's strides first, so that operands
+// laid out alike through a permuted view (a (B, T, H, d) projection seen as (B, H, T, d)) merge
+// into few dims, as contiguous ones do, and the kernel divides less per element.
+enum class VisitOrder { Logical, Memory };
+
 // Offsets for N operands iterated over `shape`, operand k having strides *strides[k].
 template <int N>
-StridedOffsets<N> strided_offsets(const Shape& shape, const std::array<const Shape*, N>& strides) {
-  const Runs<N> runs = merge_dims<N>(shape, strides);
+StridedOffsets<N> strided_offsets(const Shape& shape, const std::array<const Shape*, N>& strides,
+                                  VisitOrder order = VisitOrder::Logical) {
+  Shape sorted_shape = shape;
+  std::array<Shape, N> sorted_strides;
+  std::array<const Shape*, N> sorted_pointers;
+  for (int k = 0; k < N; ++k) sorted_strides[k] = *strides[k], sorted_pointers[k] = &sorted_strides[k];
+  if (order == VisitOrder::Memory) {
+    std::vector<size_t> dims(shape.size());
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] = d;
+    const Shape& lead = *strides[0];
+    std::stable_sort(dims.begin(), dims.end(), [&](size_t x, size_t y) { return std::abs(lead[x]) > std::abs(lead[y]); });
+    for (size_t d = 0; d < dims.size(); ++d) {
+      sorted_shape[d] = shape[dims[d]];
+      for (int k = 0; k < N; ++k) sorted_strides[k][d] = (*strides[k])[dims[d]];
+    }
+  }
+  const Runs<N> runs = merge_dims<N>(sorted_shape, sorted_pointers);
   StridedOffsets<N> s;
   s.ndim = static_cast<int>(runs.sizes.size());
   s.index32 = numel_of(shape) <= static_cast<int64_t>(UINT32_MAX);

@@ -149,6 +149,10 @@ TEST(Errors, LinearAttentionMaps) {
   EXPECT_LINEA_ERROR(refined_log_gate(randn({2}), randn({2}), INFINITY), "linea.refined_log_gate", "floor", "inf");
   EXPECT_LINEA_ERROR(refined_log_gate(arange(3), arange(3), -20.0), "linea.refined_log_gate", "int64[3]");
   EXPECT_LINEA_ERROR(refined_log_gate(randn({2}), Tensor(), -20.0), "linea.refined_log_gate", "undefined");
+  EXPECT_LINEA_ERROR(refined_log_gate(randn({2, 3}), randn({2, 3}), -20.0, randn({2})), "linea.refined_log_gate",
+                     "bias_a", "float32[2]");
+  EXPECT_LINEA_ERROR(refined_log_gate(randn({2, 3}), randn({2, 3}), -20.0, Tensor(), randn({1, 2, 3})),
+                     "linea.refined_log_gate", "bias_c", "broadcast");
 }
 
 TEST(Errors, ScalarParameters) {

@@ -24,13 +24,14 @@ __global__ void elementwise_kernel(int64_t n, StridedOffsets<N> at, F f) {
 }
 
 // Calls f(i, off) for every element i of `shape`; off[k] is its offset in operand k.
+// `order`: VisitOrder::Memory where f ignores i (cuda/launch.cuh).
 template <int N, class F>
 void for_each_element(const char* op, int device, const Shape& shape, const std::array<const Shape*, N>& strides,
-                      const F& f) {
+                      const F& f, VisitOrder order = VisitOrder::Logical) {
   const int64_t n = numel_of(shape);
   if (n == 0) return;
   const cudaStream_t stream = use_device(device);
-  const StridedOffsets<N> at = strided_offsets<N>(shape, strides);
+  const StridedOffsets<N> at = strided_offsets<N>(shape, strides, order);
   elementwise_kernel<N><<<blocks_for(n, device), kThreads, 0, stream>>>(n, at, f);
   LINEA_CUDA_LAUNCH_CHECK(op, "shape ", shape_str(shape));
 }
@@ -174,14 +175,15 @@ struct WhereFn {
   __device__ void operator()(int64_t, const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
 };
 
-// ReGLA's refined gate, floored (tensor/scalar_math.h: refined_log_gate): out = max(log f, floor).
+// ReGLA's refined gate of the biased inputs, floored (tensor/scalar_math.h: refined_log_gate):
+// out = max(log f, floor).
 template <class T>
 struct RefinedGateFn {
-  const T *a, *c;
+  const T *a, *c, *bias_a, *bias_c;
   T* out;
   T floor;
-  __device__ void operator()(int64_t, const int64_t (&o)[3]) const {
-    const T v = scalar::refined_log_gate(a[o[1]], c[o[2]]).value;
+  __device__ void operator()(int64_t, const int64_t (&o)[5]) const {
+    const T v = scalar::refined_log_gate(a[o[1]] + bias_a[o[3]], c[o[2]] + bias_c[o[4]]).value;
     out[o[0]] = v < floor ? floor : v;
   }
 };
@@ -189,14 +191,14 @@ struct RefinedGateFn {
 // Its backward, recomputed from a and c: the derivatives times dout, 0 on the floor (clamp's rule).
 template <class T>
 struct RefinedGateGradFn {
-  const T *a, *c, *dout;
+  const T *a, *c, *bias_a, *bias_c, *dout;
   T *da, *dc;
   T floor;
-  __device__ void operator()(int64_t, const int64_t (&o)[5]) const {
-    const auto f = scalar::refined_log_gate(a[o[0]], c[o[1]]);
-    const T g = f.value > floor ? dout[o[2]] : T(0);
-    da[o[3]] = g * f.d_a;
-    dc[o[4]] = g * f.d_c;
+  __device__ void operator()(int64_t, const int64_t (&o)[7]) const {
+    const auto f = scalar::refined_log_gate(a[o[0]] + bias_a[o[2]], c[o[1]] + bias_c[o[3]]);
+    const T g = f.value > floor ? dout[o[4]] : T(0);
+    da[o[5]] = g * f.d_a;
+    dc[o[6]] = g * f.d_c;
   }
 };
 
@@ -322,20 +324,30 @@ void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, co
   });
 }
 
-void CudaBackend::refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& out) const {
+// Both visit in memory order: ReGLA's a and c are (B, T, H, dv) projections seen as (B, H, T, dv),
+// and the result and gradients are laid out like them, so the loop runs over two merged dims
+// (rows, and the H dv channels the biases follow) instead of four.
+void CudaBackend::refined_log_gate(const Tensor& a, const Tensor& c, const Tensor& bias_a, const Tensor& bias_c,
+                                   double floor, const Tensor& out) const {
   dispatch_floating(a.dtype(), "refined_log_gate", [&]<class T>() {
-    for_each_element<3>("refined_log_gate", device_, out.shape(), {&out.strides(), &a.strides(), &c.strides()},
-                        RefinedGateFn<T>{a.data<T>(), c.data<T>(), out.data<T>(), static_cast<T>(floor)});
+    for_each_element<5>("refined_log_gate", device_, out.shape(),
+                        {&out.strides(), &a.strides(), &c.strides(), &bias_a.strides(), &bias_c.strides()},
+                        RefinedGateFn<T>{a.data<T>(), c.data<T>(), bias_a.data<T>(), bias_c.data<T>(), out.data<T>(),
+                                         static_cast<T>(floor)},
+                        VisitOrder::Memory);
   });
 }
 
-void CudaBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, double floor, const Tensor& dout,
-                                            const Tensor& da, const Tensor& dc) const {
+void CudaBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, const Tensor& bias_a,
+                                            const Tensor& bias_c, double floor, const Tensor& dout, const Tensor& da,
+                                            const Tensor& dc) const {
   dispatch_floating(a.dtype(), "refined_log_gate_backward", [&]<class T>() {
-    for_each_element<5>("refined_log_gate_backward", device_, a.shape(),
-                        {&a.strides(), &c.strides(), &dout.strides(), &da.strides(), &dc.strides()},
-                        RefinedGateGradFn<T>{a.data<T>(), c.data<T>(), dout.data<T>(), da.data<T>(), dc.data<T>(),
-                                             static_cast<T>(floor)});
+    for_each_element<7>("refined_log_gate_backward", device_, a.shape(),
+                        {&a.strides(), &c.strides(), &bias_a.strides(), &bias_c.strides(), &dout.strides(),
+                         &da.strides(), &dc.strides()},
+                        RefinedGateGradFn<T>{a.data<T>(), c.data<T>(), bias_a.data<T>(), bias_c.data<T>(),
+                                             dout.data<T>(), da.data<T>(), dc.data<T>(), static_cast<T>(floor)},
+                        VisitOrder::Memory);
   });
 }
 

@@ -29,10 +29,14 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, Linear
 }
 
 Tensor Linear::forward(const Tensor& x) const {
+  const Tensor y = forward_without_bias(x);
+  return bias.defined() ? y + bias : y;
+}
+
+Tensor Linear::forward_without_bias(const Tensor& x) const {
   check_last_dim(x, in_features(), "Linear");
   // matmul folds the leading dims into the rows of one GEMM against the shared W^T.
-  const Tensor y = matmul(x, t(weight));
-  return bias.defined() ? y + bias : y;
+  return matmul(x, t(weight));
 }
 
 }  // namespace linea::nn

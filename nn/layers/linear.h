@@ -28,6 +28,8 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, Generator& gen, LinearOptions options = {});
 
   Tensor forward(const Tensor& x) const;
+  // x W^T alone, for a caller that adds the bias inside a fused op of its own.
+  Tensor forward_without_bias(const Tensor& x) const;
 
   int64_t in_features() const { return weight.size(1); }
   int64_t out_features() const { return weight.size(0); }

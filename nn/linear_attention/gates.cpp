@@ -43,12 +43,20 @@ class GateProjection final : public Module {
     init::gate_init_(up_->weight, gen);
     init::constant_(up_->bias, bias_init);
   }
-  Tensor forward(const Tensor& x) const {
-    const Tensor y = up_->forward(down_ ? down_->forward(x) : x);  // (B, T, H size)
+  Tensor forward(const Tensor& x) const { return heads_first(up_->forward(down_ ? down_->forward(x) : x)); }
+  // The pre-activation without the bias, and the bias shaped (H, 1, size) to broadcast against
+  // it: for a gate op that adds the bias itself (linea::refined_log_gate).
+  Tensor forward_without_bias(const Tensor& x) const {
+    return heads_first(up_->forward_without_bias(down_ ? down_->forward(x) : x));
+  }
+  Tensor head_bias() const { return view(up_->bias, {heads_, 1, size_}); }
+
+ private:
+  // (B, T, H size) -> (B, H, T, size), a view.
+  Tensor heads_first(const Tensor& y) const {
     return permute(view(y, {y.size(0), y.size(1), heads_, size_}), {0, 2, 1, 3});
   }
 
- private:
   int64_t heads_, size_;
   std::shared_ptr<Linear> down_, up_;
 };
@@ -120,8 +128,10 @@ class ReGLAGate final : public GateBase {
     refine_ = register_module("refine_proj", std::make_shared<GateProjection>(d_model, heads, size, 0, c.bias_init, gen));
   }
   GateOutput forward(const Tensor& x) override {
-    const Tensor a = forget_->forward(x), c = refine_->forward(x);
-    const Tensor log_f = fused_ ? linea::refined_log_gate(a, c, floor_) : floored(refined_log_gate(a, c));
+    // Fused, the projections' biases go into the gate's kernels rather than passes of their own.
+    const Tensor log_f = fused_ ? linea::refined_log_gate(forget_->forward_without_bias(x), refine_->forward_without_bias(x),
+                                                          floor_, forget_->head_bias(), refine_->head_bias())
+                                : floored(refined_log_gate(forget_->forward(x), refine_->forward(x)));
     if (dim_ == DecayDim::Value) return {.gk = {}, .gv = log_f, .key_scale = {}};
     return {.gk = log_f, .gv = {}, .key_scale = {}};
   }

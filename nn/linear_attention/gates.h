@@ -46,7 +46,8 @@ struct GateConfig {
   double log_decay_floor = -20.0;        // per-step log decays are clamped to >= this
   double bias_init = 0.0;                // every gate bias starts here
   // ReGLA only: the floored log f through the fused op linea::refined_log_gate (one kernel each
-  // way); false: the composite refined_log_gate below, clamped, the reference it is tested against.
+  // way, the projections' biases added inside it); false: the composite refined_log_gate below,
+  // clamped, the reference it is tested against.
   bool fused = true;
 };
 

@@ -442,6 +442,23 @@ TEST(FusedVsComposite, RefinedLogGateMatchesTheClampedComposite) {
     }
 }
 
+// The biases the ReGLA gate hands over, (H, 1, dv) against (B, H, T, dv): the same as adding them
+// first, gradients of the biases included.
+TEST(FusedVsComposite, RefinedLogGateBiasesAreAddedInside) {
+  for (DType dtype : kDtypes)
+    for (double floor : {-20.0, -1.5}) {
+      Generator gen(15);
+      auto seen = [](const Tensor& t) { return transpose(t, 1, 2); };
+      expect_same(
+          [&](const std::vector<Tensor>& x) { return refined_log_gate(seen(x[0]), seen(x[1]), floor, x[2], x[3]); },
+          [&](const std::vector<Tensor>& x) {
+            return clamp(nn::linear::refined_log_gate(seen(x[0]) + x[2], seen(x[1]) + x[3]), floor, std::nullopt);
+          },
+          leaves({{2, 9, 3, 8}, {2, 9, 3, 8}, {3, 1, 8}, {3, 1, 8}}, dtype, gen, 3.0),
+          dtype_name(dtype) + std::string(" biases, floor ") + std::to_string(floor), map_tolerance(dtype));
+    }
+}
+
 // |a|, |c| up to 1e4: every term is a log-sigmoid, so values and gradients stay finite and equal
 // to the composite's; the gradient of a floored entry is 0.
 TEST(FusedVsComposite, RefinedLogGateStaysFiniteAtExtremes) {

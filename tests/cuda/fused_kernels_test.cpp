@@ -446,6 +446,23 @@ TEST(CudaFusedKernels, RefinedLogGateMatchesCpu) {
         }
 }
 
+// With the ReGLA gate's biases, (H, 1, dv) against (B, T, H, dv) leaves seen as (B, H, T, dv).
+TEST(CudaFusedKernels, RefinedLogGateWithBiasesMatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes)
+    for (const Shape& shape : {Shape{2, 65, 3, 33}, Shape{4, 1000, 2, 16}, Shape{1, 1, 1, 1}})
+      for (double floor : {-20.0, -2.5}) {
+        const Shape bias{shape[2], 1, shape[3]};
+        expect_device_parity(
+            [floor](const std::vector<Tensor>& x) {
+              return refined_log_gate(transpose(x[0], 1, 2), transpose(x[1], 1, 2), floor, x[2], x[3]);
+            },
+            {random_normal(shape, dtype, 53) * 3.0, random_normal(shape, dtype, 54) * 3.0,
+             random_normal(bias, dtype, 55), random_normal(bias, dtype, 56)},
+            fused_tolerance(dtype), label("refined_log_gate with biases", dtype, shape) + " floor " + std::to_string(floor));
+      }
+}
+
 TEST(CudaFusedKernels, FusedMapsRejectMixedDevices) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Tensor x = on_gpu(random_normal({1, 2, 3, 4}, kFloat32, 50));
