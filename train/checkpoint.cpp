@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "nn/model.h"
 #include "train/file_io.h"
 #include "train/safetensors.h"
 
@@ -123,6 +124,20 @@ void check_format_version(const std::string& version, const std::string& file) {
                     kFormatVersion);
 }
 
+// Checkpoints of older versions name some parameters differently (nn/model.h: the block's mixer
+// was "attn"): every key is brought up to today's name here, so whatever loads a checkpoint
+// (resuming, eval, generate) sees only current names.
+template <class Map>
+Map with_current_names(Map entries, const std::string& file) {
+  Map out;
+  for (auto& [key, value] : entries) {
+    const std::string name = nn::current_parameter_name(key);
+    if (!out.emplace(name, std::move(value)).second)
+      fail_checkpoint("'", file, "' holds '", name, "' twice, under an old name and the current one");
+  }
+  return out;
+}
+
 void write_optimizer(const std::string& path, const OptimizerState& state) {
   Metadata metadata{{"format_version", std::to_string(kFormatVersion)}, {"optimizer", state.type}};
   for (const auto& [name, value] : state.scalars) metadata[kScalarPrefix + name] = to_text(value);
@@ -131,7 +146,7 @@ void write_optimizer(const std::string& path, const OptimizerState& state) {
 
 OptimizerState read_optimizer(const std::string& path) {
   Safetensors file = load_safetensors(path);
-  OptimizerState state{"", std::move(file.tensors), {}};
+  OptimizerState state{"", with_current_names(std::move(file.tensors), path), {}};
   check_format_version(file.metadata["format_version"], path);
   for (const auto& [key, value] : file.metadata) {
     if (key == "optimizer") state.type = value;
@@ -139,6 +154,7 @@ OptimizerState read_optimizer(const std::string& path) {
       state.scalars[key.substr(std::string(kScalarPrefix).size())] = from_text<double>(value, path, "scalar '" + key + "'");
     else if (key != "format_version") fail_checkpoint("'", path, "' has an unknown metadata key '", key, "'");
   }
+  state.scalars = with_current_names(std::move(state.scalars), path);
   return state;
 }
 
@@ -273,7 +289,7 @@ Checkpoint load_checkpoint(const std::string& dir) {
   const std::string model_path = path_in(dir, kModel);
   Safetensors model = load_safetensors(model_path);
   check_format_version(model.metadata["format_version"], model_path);
-  c.model = std::move(model.tensors);
+  c.model = with_current_names(std::move(model.tensors), model_path);
   const std::string config_path = path_in(dir, kConfig);
   c.config = json::parse(read_file(config_path, "model config"), config_path);
   c.optimizer = read_optimizer(path_in(dir, kOptimizer));
