@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/model.h"
+#include "tensor/number_text.h"
 #include "train/file_io.h"
 #include "train/safetensors.h"
 
@@ -44,19 +45,12 @@ std::string hex64(uint64_t value) {
 }
 
 // Doubles and uint64 travel as text (safetensors metadata holds strings; JSON integers stop at
-// int64): the shortest text that reads back to the same value, so a resumed run is bit-exact.
-template <class T>
-std::string to_text(T value) {
-  char text[32];
-  const auto result = std::to_chars(text, text + sizeof text, value);
-  return std::string(text, result.ptr);
-}
-
+// int64): the shortest text that reads back to the same value (shortest_text), so a resumed run
+// is bit-exact.
 template <class T>
 T from_text(const std::string& text, const std::string& file, const std::string& what) {
   T value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+  if (parse_whole_number(text, value) != std::errc())
     fail_checkpoint("'", file, "': ", what, " should be a number, got '", text.substr(0, 40), "'");
   return value;
 }
@@ -140,7 +134,7 @@ Map with_current_names(Map entries, const std::string& file) {
 
 void write_optimizer(const std::string& path, const OptimizerState& state) {
   Metadata metadata{{"format_version", std::to_string(kFormatVersion)}, {"optimizer", state.type}};
-  for (const auto& [name, value] : state.scalars) metadata[kScalarPrefix + name] = to_text(value);
+  for (const auto& [name, value] : state.scalars) metadata[kScalarPrefix + name] = shortest_text(value);
   save_safetensors(path, state.tensors, metadata);
 }
 
@@ -162,8 +156,8 @@ json::Value trainer_json(const TrainerState& t) {
   json::Value out;
   out["step"] = t.step;
   out["lr"] = t.lr;
-  out["rng"]["seed"] = to_text(t.rng_seed);
-  out["rng"]["offset"] = to_text(t.rng_offset);
+  out["rng"]["seed"] = shortest_text(t.rng_seed);
+  out["rng"]["offset"] = shortest_text(t.rng_offset);
   out["data"] = t.data;
   out["tokenizer"] = t.tokenizer;
   out["extra"] = t.extra;
