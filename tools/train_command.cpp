@@ -18,7 +18,7 @@
 #include "tools/flags.h"
 #include "tools/stop_signals.h"
 #include "train/checkpoint.h"
-#include "train/file_io.h"
+#include "train/json_file.h"
 #include "train/trainer.h"
 
 namespace linea::cli {
@@ -29,15 +29,11 @@ std::string to_flag_name(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
   return key;
 }
-std::string to_key(std::string flag) {
-  std::replace(flag.begin(), flag.end(), '-', '_');
-  return flag;
-}
 
 // The words of a JSON config file as if they had been typed before the real flags, so that the
 // flag parser checks their types and the real flags, coming later, win.
 std::vector<std::string> config_file_words(const std::string& path) {
-  const json::Value config = json::parse(train::read_file(path, "config file"), path);
+  const json::Value config = train::read_json_file(path, "config file");
   LINEA_CHECK(config.is_object(), "train", "the config file '", path, "' must hold a JSON object");
   std::vector<std::string> words;
   for (const auto& [key, value] : config.items()) {

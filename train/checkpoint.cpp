@@ -12,6 +12,7 @@
 #include "nn/model.h"
 #include "tensor/number_text.h"
 #include "train/file_io.h"
+#include "train/json_file.h"
 #include "train/safetensors.h"
 
 namespace linea::train {
@@ -165,7 +166,7 @@ json::Value trainer_json(const TrainerState& t) {
 }
 
 TrainerState read_trainer(const std::string& path) {
-  const json::Value v = json::parse(read_file(path, "trainer state"), path);
+  const json::Value v = read_json_file(path, "trainer state");
   const json::Value& rng = json::at(v, "rng", path);
   TrainerState t;
   t.step = json::get<int64_t>(v, "step", path);
@@ -182,9 +183,9 @@ TrainerState read_trainer(const std::string& path) {
 void write_files(const std::string& dir, const Checkpoint& c) {
   save_safetensors(path_in(dir, kModel), c.model,
                    {{"format", "linea"}, {"format_version", std::to_string(kFormatVersion)}});
-  write_file_atomically(path_in(dir, kConfig), json::dump(c.config, 2) + "\n");
+  write_json_file(path_in(dir, kConfig), c.config);
   write_optimizer(path_in(dir, kOptimizer), c.optimizer);
-  write_file_atomically(path_in(dir, kTrainer), json::dump(trainer_json(c.trainer), 2) + "\n");
+  write_json_file(path_in(dir, kTrainer), trainer_json(c.trainer));
 
   json::Value manifest;
   manifest["format_version"] = kFormatVersion;
@@ -193,7 +194,7 @@ void write_files(const std::string& dir, const Checkpoint& c) {
     manifest["files"][file]["bytes"] = static_cast<int64_t>(fs::file_size(path));
     manifest["files"][file]["fnv1a64"] = hex64(file_fnv1a64(path, "checkpoint file"));
   }
-  write_file_atomically(path_in(dir, kManifest), json::dump(manifest, 2) + "\n");
+  write_json_file(path_in(dir, kManifest), manifest);
   sync_directory(dir);
 }
 
@@ -254,7 +255,7 @@ std::optional<std::string> latest_checkpoint(const std::string& root) {
 
 void verify_checkpoint(const std::string& dir) {
   const std::string manifest_path = path_in(dir, kManifest);
-  const json::Value manifest = json::parse(read_file(manifest_path, "checkpoint manifest"), manifest_path);
+  const json::Value manifest = read_json_file(manifest_path, "checkpoint manifest");
   const int64_t version = json::get<int64_t>(manifest, "format_version", manifest_path);
   check_format_version(std::to_string(version), manifest_path);
   const json::Value& files = json::at(manifest, "files", manifest_path);
@@ -285,7 +286,7 @@ Checkpoint load_checkpoint(const std::string& dir) {
   check_format_version(model.metadata["format_version"], model_path);
   c.model = with_current_names(std::move(model.tensors), model_path);
   const std::string config_path = path_in(dir, kConfig);
-  c.config = json::parse(read_file(config_path, "model config"), config_path);
+  c.config = read_json_file(config_path, "model config");
   c.optimizer = read_optimizer(path_in(dir, kOptimizer));
   c.trainer = read_trainer(path_in(dir, kTrainer));
   return c;
