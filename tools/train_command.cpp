@@ -98,7 +98,9 @@ void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholde
   f.add("log-every", &o.log_every, "steps between progress lines when not on a terminal");
   f.add("save-every", &o.save_every, "steps between checkpoints (one is always written at the end)");
   f.add("sample-tokens", &o.sample_tokens, "tokens generated after training; 0: none");
-  f.add("prompt", &o.prompt, "prompt of the sample");
+  f.add("prompt", &o.prompt, "prompt of the sample; text the tokenizer cannot encode is an error");
+  f.add("drop-unknown", &o.drop_unknown,
+        "leave out of the prompt what the tokenizer cannot encode (with a warning naming it) instead of failing");
   f.add("temperature", &o.temperature, "sampling temperature");
   f.add("top-k", &o.top_k, "sample among the k most likely tokens; 0: all");
   f.add("top-p", &o.top_p, "nucleus sampling threshold");
