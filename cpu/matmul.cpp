@@ -19,24 +19,15 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-// A view of the same data whose last two dims gemm can read; copies only when it must.
-Tensor gemm_readable(const Tensor& t) { return matmul_layout::operand_of(t).ok ? t : contiguous_copy(t); }
-
 CBLAS_TRANSPOSE flag(const matmul_layout::Operand& op) { return op.transposed ? CblasTrans : CblasNoTrans; }
 
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) const {
+  const std::optional<matmul_layout::Plan> plan = matmul_layout::plan(*this, a_in, b_in, out, contiguous_copy);
+  if (!plan) return;
+  const auto& [m, n, k, batch, a, b, la, lb] = *plan;
   const int64_t nd = out.dim();
-  const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a_in.size(nd - 1);
-  if (out.numel() == 0) return;
-  if (k == 0) {
-    fill(out, 0.0);
-    return;
-  }
-  const Tensor a = gemm_readable(a_in), b = gemm_readable(b_in);
-  const matmul_layout::Operand la = matmul_layout::operand_of(a), lb = matmul_layout::operand_of(b);
-  const int64_t batch = out.numel() / (m * n);
 
   dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
     const T* pa = a.data<T>();

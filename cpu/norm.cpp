@@ -1,5 +1,6 @@
 // LayerNorm and RMSNorm over the last dim, forward and backward, rows in parallel. Statistics
 // are computed in double and saved (mean, 1/std) so backward does not recompute them.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -12,16 +13,30 @@ namespace {
 
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cols, 1)); }
 
-// Sums per-row contributions to a (C) parameter gradient: each thread keeps its own partial sums,
-// added in a fixed order at the end, so the result does not depend on scheduling.
+// An optional (C) parameter (a norm's weight or bias), contiguous; undefined stays undefined.
+Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous_copy(t) : t; }
+
+// A norm backward's rows, of x and dy (contiguous, rows x cols): row_fn(r, x_row, dy_row,
+// param_grads) computes row r's dx and adds the row's contributions to the (C) parameter
+// gradients into param_grads (one block of cols per entry of targets), which are summed into
+// targets (null: not wanted). Each thread keeps its own partial sums, added in a fixed order at
+// the end, so the result does not depend on scheduling. With no target wanted, param_grads is
+// null and the rows just run in parallel.
 template <class T, class RowFn>
-void accumulate_param_grads(int64_t rows, int64_t cols, int outputs, RowFn row_fn,
-                            const std::vector<T*>& targets) {
+void backward_rows(const T* x, const T* dy, int64_t rows, int64_t cols, RowFn row_fn, const std::vector<T*>& targets) {
+  const auto run_row = [&](int64_t r, double* param_grads) { row_fn(r, x + r * cols, dy + r * cols, param_grads); };
+  if (std::all_of(targets.begin(), targets.end(), [](T* t) { return t == nullptr; })) {
+    parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) run_row(r, nullptr);
+    });
+    return;
+  }
+  const int outputs = static_cast<int>(targets.size());
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), rows));
   std::vector<std::vector<double>> partial(chunks, std::vector<double>(outputs * cols, 0.0));
   parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c)
-      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) row_fn(r, partial[c].data());
+      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) run_row(r, partial[c].data());
   });
   for (int k = 0; k < outputs; ++k) {
     if (targets[k] == nullptr) continue;
@@ -37,14 +52,12 @@ void accumulate_param_grads(int64_t rows, int64_t cols, int outputs, RowFn row_f
 
 void CpuBackend::layer_norm(const Tensor& x_, const Tensor& weight, const Tensor& bias, double eps,
                             const Tensor& y, const Tensor& mean, const Tensor& rstd) const {
-  const Tensor x = contiguous_copy(x_);
-  const int64_t cols = x.dim() ? x.size(-1) : 1, rows = cols ? x.numel() / cols : 0;
+  const Tensor x = contiguous_copy(x_), w_t = contiguous_or_none(weight), b_t = contiguous_or_none(bias);
+  const auto [rows, cols] = rows_cols(x.shape());
   dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
     const T* px = x.data<T>();
-    const Tensor w_t = weight.defined() ? contiguous_copy(weight) : Tensor();
-    const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
-    const Tensor b_t = bias.defined() ? contiguous_copy(bias) : Tensor();
-    const T* b = b_t.defined() ? b_t.data<T>() : nullptr;
+    const T* w = data_or_null<T>(w_t);
+    const T* b = data_or_null<T>(b_t);
     parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T* row = px + r * cols;
@@ -70,18 +83,13 @@ void CpuBackend::layer_norm(const Tensor& x_, const Tensor& weight, const Tensor
 void CpuBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight, const Tensor& mean,
                                      const Tensor& rstd, const Tensor& dy_, const Tensor& dx,
                                      const Tensor& dweight, const Tensor& dbias) const {
-  const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_);
-  const int64_t cols = x.dim() ? x.size(-1) : 1, rows = cols ? x.numel() / cols : 0;
+  const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
+  const auto [rows, cols] = rows_cols(x.shape());
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
-    const T* px = x.data<T>();
-    const T* pdy = dy.data<T>();
-    const Tensor w_t = weight.defined() ? contiguous_copy(weight) : Tensor();
-    const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
+    const T* w = data_or_null<T>(w_t);
     // forward was xhat = (x - mu) * rstd, y = xhat * w + b, so with g = dy * w:
     //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat,  db = sum_rows dy.
-    auto row_fn = [&](int64_t r, double* param_grads) {
-      const T* row = px + r * cols;
-      const T* g_row = pdy + r * cols;
+    auto row_fn = [&](int64_t r, const T* row, const T* g_row, double* param_grads) {
       const double mu = mean.data<T>()[r], rs = rstd.data<T>()[r];
       double mean_g = 0, mean_gx = 0;
       for (int64_t j = 0; j < cols; ++j) {
@@ -101,26 +109,18 @@ void CpuBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight, con
         out[j] = static_cast<T>(rs * (g - mean_g - xhat * mean_gx));
       }
     };
-    if (dweight.defined() || dbias.defined()) {
-      accumulate_param_grads<T>(rows, cols, 2, row_fn,
-                                {dweight.defined() ? dweight.data<T>() : nullptr,
-                                 dbias.defined() ? dbias.data<T>() : nullptr});
-    } else {
-      parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) row_fn(r, nullptr);
-      });
-    }
+    backward_rows<T>(x.data<T>(), dy.data<T>(), rows, cols, row_fn,
+                     {data_or_null<T>(dweight), data_or_null<T>(dbias)});
   });
 }
 
 void CpuBackend::rms_norm(const Tensor& x_, const Tensor& weight, double eps, const Tensor& y,
                           const Tensor& rstd) const {
-  const Tensor x = contiguous_copy(x_);
-  const int64_t cols = x.dim() ? x.size(-1) : 1, rows = cols ? x.numel() / cols : 0;
+  const Tensor x = contiguous_copy(x_), w_t = contiguous_or_none(weight);
+  const auto [rows, cols] = rows_cols(x.shape());
   dispatch_floating(x.dtype(), "rms_norm", [&]<class T>() {
     const T* px = x.data<T>();
-    const Tensor w_t = weight.defined() ? contiguous_copy(weight) : Tensor();
-    const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
+    const T* w = data_or_null<T>(w_t);
     parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T* row = px + r * cols;
@@ -137,18 +137,13 @@ void CpuBackend::rms_norm(const Tensor& x_, const Tensor& weight, double eps, co
 
 void CpuBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight, const Tensor& rstd,
                                    const Tensor& dy_, const Tensor& dx, const Tensor& dweight) const {
-  const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_);
-  const int64_t cols = x.dim() ? x.size(-1) : 1, rows = cols ? x.numel() / cols : 0;
+  const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
+  const auto [rows, cols] = rows_cols(x.shape());
   dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
-    const T* px = x.data<T>();
-    const T* pdy = dy.data<T>();
-    const Tensor w_t = weight.defined() ? contiguous_copy(weight) : Tensor();
-    const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
+    const T* w = data_or_null<T>(w_t);
     // forward was xhat = x * rstd, y = xhat * w, so with g = dy * w:
     //   dx = rstd * (g - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat.
-    auto row_fn = [&](int64_t r, double* param_grads) {
-      const T* row = px + r * cols;
-      const T* g_row = pdy + r * cols;
+    auto row_fn = [&](int64_t r, const T* row, const T* g_row, double* param_grads) {
       const double rs = rstd.data<T>()[r];
       double mean_gx = 0;
       for (int64_t j = 0; j < cols; ++j) {
@@ -161,13 +156,7 @@ void CpuBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight, const
       for (int64_t j = 0; j < cols; ++j)
         out[j] = static_cast<T>(rs * (g_row[j] * (w ? w[j] : T(1)) - row[j] * rs * mean_gx));
     };
-    if (dweight.defined()) {
-      accumulate_param_grads<T>(rows, cols, 1, row_fn, {dweight.data<T>()});
-    } else {
-      parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) row_fn(r, nullptr);
-      });
-    }
+    backward_rows<T>(x.data<T>(), dy.data<T>(), rows, cols, row_fn, {data_or_null<T>(dweight)});
   });
 }
 

@@ -7,9 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 #include <unordered_set>
 
 namespace linea::json {
@@ -267,22 +265,6 @@ std::string dump(const Value& v, int indent) {
   } catch (const Value::type_error& e) {  // 316: a string that is not UTF-8
     fail("json", "cannot write a string that is not valid UTF-8: ", words_of(e));
   }
-}
-
-Value read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LINEA_CHECK(in, "json", "cannot open '", path, "' for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path);
-}
-
-void write_file(const std::string& path, const Value& v, int indent) {
-  const std::string text = dump(v, indent) + "\n";  // before opening: a failed dump leaves no half file
-  std::ofstream out(path, std::ios::binary);
-  LINEA_CHECK(out, "json", "cannot open '", path, "' for writing");
-  out << text;
-  LINEA_CHECK(out.good(), "json", "failed writing '", path, "'");
 }
 
 const Value* find(const Value& v, std::string_view key) {

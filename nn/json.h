@@ -5,8 +5,8 @@
 // linea::Error and name the file, line and column, and typed reads that name the key and what
 // was expected.
 //
-//   json::Value cfg = json::read_file("config.json");  // "config.json, line 3, column 14: expected
-//                                                       //  ',' or '}' after an object member, got 'x'"
+//   json::Value cfg = json::parse(text, "config.json");  // "config.json, line 3, column 14: expected
+//                                                         //  ',' or '}' after an object member, got 'x'"
 //   int64_t d = json::get<int64_t>(cfg, "d_model", "config");
 //   //   -> "config key 'd_model': expected an integer, got string"
 //   double p = json::get_or<double>(cfg, "dropout", 0.0);
@@ -50,10 +50,6 @@ std::vector<Value> parse_lines(std::string_view text, std::string_view source = 
 // indent < 0: one line, no spaces (a JSONL record); indent >= 0: one member or element per line,
 // nested by indent spaces. A string that is not valid UTF-8 is an error.
 std::string dump(const Value& v, int indent = -1);
-
-// Reads a file / writes dump(v, indent) and a newline; errors name the path.
-Value read_file(const std::string& path);
-void write_file(const std::string& path, const Value& v, int indent = 2);
 
 // Object members. find: nullptr when v is not an object or has no such key. at: the member,
 // or an error naming the key and the keys present ("config key 'heads' is missing (present:

@@ -1,5 +1,8 @@
 #include "nn/model.h"
 
+#include <algorithm>
+#include <map>
+
 #include "nn/layers/mlp.h"
 #include "nn/layers/norm.h"
 
@@ -33,12 +36,50 @@ const LayerKind& layer_kind(char letter) {
   fail("config", "unknown layer letter '", std::string(1, letter), "' in the pattern; known letters: ", known);
 }
 
+// ---- names of older versions ----
+
+namespace {
+
+// The block's members as older checkpoints name them -> today's names.
+const std::map<std::string, std::string>& renamed_block_members() {
+  static const std::map<std::string, std::string> renamed = {{"attn", "mixer"}, {"attn_norm", "mixer_norm"}};
+  return renamed;
+}
+
+std::vector<std::string> split_dotted(const std::string& key) {
+  std::vector<std::string> parts(1);
+  for (char c : key) {
+    if (c == '.') parts.emplace_back();
+    else parts.back() += c;
+  }
+  return parts;
+}
+
+bool is_index(const std::string& part) {
+  return !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::string current_parameter_name(const std::string& key) {
+  std::vector<std::string> parts = split_dotted(key);
+  // "blocks.<i>.<member>" anywhere in the key: an optimizer entry puts its kind in front.
+  for (size_t i = 0; i + 2 < parts.size(); ++i) {
+    if (parts[i] != "blocks" || !is_index(parts[i + 1])) continue;
+    const auto renamed = renamed_block_members().find(parts[i + 2]);
+    if (renamed != renamed_block_members().end()) parts[i + 2] = renamed->second;
+  }
+  std::string out = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) out += "." + parts[i];
+  return out;
+}
+
 // ---- Block ----
 
 Block::Block(const ModelConfig& config, char letter, Generator& gen, std::shared_ptr<Generator> dropout_gen) {
   const int64_t d = config.d_model;
-  attn_norm = register_module("attn_norm", make_norm(config, d));
-  attn = register_module("attn", layer_kind(letter).make(config, gen));
+  mixer_norm = register_module("mixer_norm", make_norm(config, d));
+  mixer = register_module("mixer", layer_kind(letter).make(config, gen));
   mlp_norm = register_module("mlp_norm", make_norm(config, d));
   mlp = register_module("mlp", make_feed_forward(config, gen));
   if (config.dropout > 0) dropout_ = std::make_shared<Dropout>(config.dropout, std::move(dropout_gen));
@@ -55,12 +96,12 @@ Tensor Block::mlp_branch(const Tensor& x) {
 }
 
 Tensor Block::forward(const Tensor& x) {
-  const Tensor h = x + residual_dropout(attn->forward(attn_norm->forward(x)));
+  const Tensor h = x + residual_dropout(mixer->forward(mixer_norm->forward(x)));
   return h + residual_dropout(mlp_branch(h));
 }
 
 Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
-  const Tensor h = x + attn->step(attn_norm->forward(x), mixer_state);
+  const Tensor h = x + mixer->step(mixer_norm->forward(x), mixer_state);
   return h + mlp_branch(h);
 }
 
@@ -106,7 +147,7 @@ Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {
 
 LanguageModel::State LanguageModel::init_state(int64_t batch) const {
   State state;
-  for (const auto& block : blocks_) state.layers.push_back(block->attn->init_state(batch));
+  for (const auto& block : blocks_) state.layers.push_back(block->mixer->init_state(batch));
   return state;
 }
 

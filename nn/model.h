@@ -7,8 +7,11 @@
 //
 // The mixer of each block is chosen by its letter (layer_kinds() lists them): "SSSS" is a
 // transformer, "RRRR" ReGLA, "SRSRSR" a hybrid. The head is tied to the embedding by default.
-// Parameter names: embed.weight, blocks.<i>.attn_norm.weight, blocks.<i>.attn.<...>,
+// Parameter names: embed.weight, blocks.<i>.mixer_norm.weight, blocks.<i>.mixer.<...>,
 // blocks.<i>.mlp_norm.weight, blocks.<i>.mlp.<...>, final_norm.weight, head.weight (untied only).
+// Checkpoints written before the block's mixer was named for what it holds (any sequence mixer,
+// not only attention) call it blocks.<i>.attn and its norm blocks.<i>.attn_norm: loading one maps
+// those names to today's (current_parameter_name below).
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,9 +44,9 @@ class Block : public Module {
   Tensor forward(const Tensor& x);                          // (B, T, D)
   Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
 
-  std::shared_ptr<Norm> attn_norm, mlp_norm;
+  std::shared_ptr<Norm> mixer_norm, mlp_norm;
   std::shared_ptr<FeedForward> mlp;
-  std::shared_ptr<SequenceMixer> attn;
+  std::shared_ptr<SequenceMixer> mixer;
 
  private:
   Tensor mlp_branch(const Tensor& x);
@@ -52,7 +55,7 @@ class Block : public Module {
   std::shared_ptr<Dropout> dropout_;
 };
 
-// A list of modules named "0", "1", ... (so their parameters read blocks.3.attn...).
+// A list of modules named "0", "1", ... (so their parameters read blocks.3.mixer...).
 class ModuleList : public Module {
  public:
   template <class M>
@@ -101,6 +104,12 @@ class LanguageModel : public Module {
   std::shared_ptr<Norm> final_norm_;
   std::shared_ptr<Linear> head_;  // null when tied
 };
+
+// Today's name for a key that holds a parameter name of an older version of this model: the
+// parameter itself ("blocks.0.attn.q_proj.weight" -> "blocks.0.mixer.q_proj.weight") or an
+// optimizer entry made from it ("exp_avg.blocks.0.attn_norm.weight"). Other keys come back as they
+// are. train/checkpoint.cpp applies it to everything a checkpoint names.
+std::string current_parameter_name(const std::string& key);
 
 // The norm and the feed-forward part the config names (ModelConfig::norm, ::mlp).
 std::shared_ptr<Norm> make_norm(const ModelConfig& config, int64_t dim);

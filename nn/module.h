@@ -2,7 +2,7 @@
 // Module: the unit models are built from. A module owns named parameters (tensors that require
 // grad), named buffers (state saved with the model but not trained, e.g. a random projection) and
 // named child modules, so every parameter has a hierarchical name such as
-// "blocks.3.attn.q_proj.weight" (used by state dicts, checkpoints and the optimizer).
+// "blocks.3.mixer.q_proj.weight" (used by state dicts, checkpoints and the optimizer).
 //
 // A module registers its members by pointer (register_parameter("weight", &weight_)), so
 // moving it to another device or dtype replaces the member tensors themselves.

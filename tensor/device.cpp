@@ -1,8 +1,7 @@
 #include "tensor/device.h"
 
-#include <charconv>
-
 #include "tensor/error.h"
+#include "tensor/number_text.h"
 
 namespace linea {
 
@@ -10,12 +9,9 @@ Device Device::parse(const std::string& text) {
   if (text == "cpu") return cpu();
   if (text == "cuda") return cuda(0);
   if (text.rfind("cuda:", 0) == 0) {
-    // from_chars reports an index too large for an int instead of throwing, as stoi would.
-    const char* first = text.data() + 5;
-    const char* last = text.data() + text.size();
+    // An index too large for an int is reported, not thrown as by stoi.
     int index = -1;
-    const auto [end, error] = std::from_chars(first, last, index);
-    if (first != last && error == std::errc() && end == last && index >= 0) return cuda(index);
+    if (parse_whole_number(std::string_view(text).substr(5), index) == std::errc() && index >= 0) return cuda(index);
   }
   fail("device", "unknown device '", text, "' (expected cpu, cuda or cuda:N)");
 }

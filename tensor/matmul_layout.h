@@ -5,7 +5,9 @@
 // weight) the batch folds into the rows of one large GEMM.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
+#include "tensor/backend.h"
 #include "tensor/tensor.h"
 
 namespace linea::matmul_layout {
@@ -56,6 +58,34 @@ inline bool shared_across_batch(const Tensor& b) {
   for (int64_t d = 0; d < b.dim() - 2; ++d)
     if (b.stride(d) != 0 && b.size(d) != 1) return false;
   return true;
+}
+
+// What both backends' matmul kernels start from: out = a @ b with a (..., m, k), b (..., k, n) and
+// out (..., m, n) holding `batch` matrices; the operands in layouts a GEMM reads in place and how
+// it reads them.
+struct Plan {
+  int64_t m, n, k, batch;
+  Tensor a, b;
+  Operand la, lb;
+};
+
+// contiguous_copy: the backend's own, for an operand no GEMM can read in place. nullopt when no
+// GEMM is needed: out is empty, or k = 0, where out is a sum of nothing and `backend` fills it
+// with zeros.
+inline std::optional<Plan> plan(const Backend& backend, const Tensor& a, const Tensor& b, const Tensor& out,
+                                Tensor (*contiguous_copy)(const Tensor&)) {
+  const int64_t nd = out.dim();
+  const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
+  if (out.numel() == 0) return std::nullopt;
+  if (k == 0) {
+    backend.fill(out, 0.0);
+    return std::nullopt;
+  }
+  const auto readable = [&](const Tensor& t) { return operand_of(t).ok ? t : contiguous_copy(t); };
+  Plan p{m, n, k, out.numel() / (m * n), readable(a), readable(b), {}, {}};
+  p.la = operand_of(p.a);
+  p.lb = operand_of(p.b);
+  return p;
 }
 
 }  // namespace linea::matmul_layout

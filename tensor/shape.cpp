@@ -96,4 +96,9 @@ DimSplit split_at(const Shape& shape, int64_t dim) {
   return s;
 }
 
+RowsCols rows_cols(const Shape& shape) {
+  const int64_t cols = shape.empty() ? 1 : shape.back();
+  return {cols ? numel_of(shape) / cols : 0, cols};
+}
+
 }  // namespace linea

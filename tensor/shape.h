@@ -37,4 +37,11 @@ struct DimSplit {
 };
 DimSplit split_at(const Shape& shape, int64_t dim);
 
+// A tensor viewed as rows of its last dim (a 0-dim tensor is one row of one element): how the
+// norm kernels, CPU and CUDA, walk it.
+struct RowsCols {
+  int64_t rows, cols;
+};
+RowsCols rows_cols(const Shape& shape);
+
 }  // namespace linea

@@ -102,6 +102,13 @@ struct AutogradMeta {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// t.data<T>(), or nullptr for an undefined tensor: a kernel's optional input or output (a norm
+// without weight, a scan without initial state).
+template <class T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 // Makes a fresh contiguous tensor of uninitialised memory.
 Tensor empty(const Shape& shape, DType dtype = kFloat32, Device device = kCPU);
 // A tensor over existing storage (a view); shape, strides and offset are checked against storage.

@@ -21,13 +21,8 @@ namespace {
 
 using bench::JsonLine;
 using bench::JsonLinesOut;
-using bench::add_timing_flags;
-using bench::check_timing_flags;
 
-struct Config {
-  int repeats = 10;
-  int threads = cpu::num_threads();
-  std::string out;
+struct Config : bench::TimingOptions {
   int64_t matmul_size = 1024;
   int64_t numel = int64_t{1} << 24;
 };
@@ -175,23 +170,20 @@ int run(const std::string& program, std::span<const std::string> args) {
               "  elementwise  add, exp, gelu and\n"
               "  reduction    sum over all, the last dim and the leading dim, each on 1 thread and on\n"
               "               --threads (speedup), and against a plain one-thread loop.");
-  add_timing_flags(flags, &cfg.repeats, &cfg.threads, &cfg.out);
+  bench::add_timing_flags(flags, cfg);
   flags.add("matmul-size", &cfg.matmul_size, "M = N = K of the large matmul");
   flags.add("numel", &cfg.numel, "elements of the elementwise and reduction inputs (rows of 4096)");
   if (!flags.parse(args)) return 0;
-  check_timing_flags(flags, cfg.repeats, cfg.threads);
+  bench::check_timing_flags(flags, cfg);
   if (cfg.matmul_size < 1) flags.fail("--matmul-size must be at least 1");
   if (cfg.numel < kRowLength) flags.fail("--numel must be at least " + std::to_string(kRowLength));
 
   NoGradGuard forward_only;
   JsonLinesOut out(cfg.out);
-  const int previous_threads = cpu::num_threads();
-  openblas_set_num_threads(cfg.threads);
-  cpu::set_num_threads(cfg.threads);
+  const bench::ThreadsForBench threads(cfg.threads);
   bench_matmul(cfg, 1, cfg.matmul_size, cfg.matmul_size, cfg.matmul_size, out);
   bench_matmul(cfg, 64, 64, 64, 64, out);
   bench_parallel(cfg, out);
-  cpu::set_num_threads(previous_threads);
   return 0;
 }
 

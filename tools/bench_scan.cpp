@@ -13,7 +13,6 @@
 // processes falls on both alike; each line has the medians of wall time and of this process's CPU
 // time (on a shared machine the wall time alone says little) and the ratio composite / fused. On
 // CUDA each call ends with a synchronization (the CPU time is then the host's).
-#include <cblas.h>
 #include <time.h>
 
 #include <algorithm>
@@ -25,7 +24,6 @@
 #include "cuda/memory.h"
 #include "nn/linear_attention/scan.h"
 #include "nn/model.h"
-#include "cpu/parallel.h"
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
@@ -36,13 +34,9 @@ namespace {
 
 using bench::JsonLine;
 using bench::JsonLinesOut;
-using bench::add_timing_flags;
-using bench::check_timing_flags;
+using bench::median;
 
-struct Config {
-  int repeats = 10;
-  int threads = cpu::num_threads();
-  std::string out;
+struct Config : bench::TimingOptions {
   int64_t batch = 16, tokens = 128, d_model = 128, heads = 4, vocab = 112;
   std::string pattern = "RRRR";
   std::string device = "cpu";
@@ -59,11 +53,6 @@ double cpu_ms() {
 
 double wall_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 // Waits for the device's queued work (a GPU call returns once its kernels are queued).
@@ -243,7 +232,7 @@ int run(const std::string& program, std::span<const std::string> args) {
               "              or the other (their option scan).\n"
               "op and step alternate the two call by call and report medians of wall and process CPU time\n"
               "(ratio = composite / fused).");
-  add_timing_flags(flags, &cfg.repeats, &cfg.threads, &cfg.out);
+  bench::add_timing_flags(flags, cfg);
   flags.add("what", &cfg.what, "comma-separated: kernel, op, step (default: all on CUDA, op,step on the CPU)");
   flags.add("lengths", &cfg.lengths, "kernel: comma-separated sequence lengths");
   flags.add("algorithms", &cfg.algorithms, "kernel: comma-separated: chunked, sequential");
@@ -255,23 +244,20 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("pattern", &cfg.pattern, "step: layer letters of the model (nn/model.h)");
   flags.add("device", &cfg.device, "cpu or cuda[:index]");
   if (!flags.parse(args)) return 0;
-  check_timing_flags(flags, cfg.repeats, cfg.threads);
+  bench::check_timing_flags(flags, cfg);
   if (cfg.batch < 1 || cfg.tokens < 1 || cfg.vocab < 1) flags.fail("--batch, --tokens and --vocab must be positive");
   if (cfg.heads < 1 || cfg.d_model % cfg.heads != 0) flags.fail("--heads must divide --d-model");
   const Device device = Device::parse(cfg.device);
   if (cfg.what.empty()) cfg.what = device.is_cuda() ? "kernel,op,step" : "op,step";
 
   JsonLinesOut out(cfg.out);
-  const int previous_threads = cpu::num_threads();
-  openblas_set_num_threads(cfg.threads);
-  cpu::set_num_threads(cfg.threads);
+  const bench::ThreadsForBench threads(cfg.threads);
   for (const std::string& what : bench::split_list(cfg.what)) {
     if (what == "kernel") bench_kernel(cfg, flags, out);
     else if (what == "op") bench_op(cfg, out);
     else if (what == "step") bench_step(cfg, out);
     else flags.fail("--what takes kernel, op and step, got '" + what + "'");
   }
-  cpu::set_num_threads(previous_threads);
   return 0;
 }
 

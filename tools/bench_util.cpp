@@ -1,5 +1,7 @@
 #include "tools/bench_util.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,14 +21,14 @@ double time_ms(const std::function<void()>& fn) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+}  // namespace
+
 double median(std::vector<double> values) {
   const size_t mid = values.size() / 2;
   std::nth_element(values.begin(), values.begin() + mid, values.end());
   if (values.size() % 2 == 1) return values[mid];
   return 0.5 * (values[mid] + *std::max_element(values.begin(), values.begin() + mid));
 }
-
-}  // namespace
 
 double median_ms(int repeats, const std::function<void()>& fn, int warmup) {
   for (int i = 0; i < warmup; ++i) fn();
@@ -71,16 +73,23 @@ void JsonLinesOut::write(const JsonLine& line) {
   if (file_.is_open()) file_ << line.str() << std::endl;
 }
 
-void add_timing_flags(Flags& flags, int* repeats, int* threads, std::string* out) {
-  flags.add("repeats", repeats, "timed runs per measurement; the median is reported");
-  flags.add("threads", threads, "threads of linea's kernels and of OpenBLAS (LINEA_NUM_THREADS, else all cores)");
-  flags.add("out", out, "also write the JSON lines to this file");
+void add_timing_flags(Flags& flags, TimingOptions& options) {
+  flags.add("repeats", &options.repeats, "timed runs per measurement; the median is reported");
+  flags.add("threads", &options.threads, "threads of linea's kernels and of OpenBLAS (LINEA_NUM_THREADS, else all cores)");
+  flags.add("out", &options.out, "also write the JSON lines to this file");
 }
 
-void check_timing_flags(const Flags& flags, int repeats, int threads) {
-  if (repeats < 1) flags.fail("--repeats must be at least 1");
-  if (threads < 1) flags.fail("--threads must be at least 1");
+void check_timing_flags(const Flags& flags, const TimingOptions& options) {
+  if (options.repeats < 1) flags.fail("--repeats must be at least 1");
+  if (options.threads < 1) flags.fail("--threads must be at least 1");
 }
+
+ThreadsForBench::ThreadsForBench(int threads) : previous_(cpu::num_threads()) {
+  openblas_set_num_threads(threads);
+  cpu::set_num_threads(threads);
+}
+
+ThreadsForBench::~ThreadsForBench() { cpu::set_num_threads(previous_); }
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;

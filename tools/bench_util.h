@@ -7,15 +7,39 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/parallel.h"
 #include "nn/json.h"
 #include "tools/flags.h"
 
 namespace linea::cli::bench {
 
-// The flags of the CPU bench targets: --repeats, --threads (linea's kernels and OpenBLAS) and
-// --out; check_timing_flags refuses values below 1 after parsing.
-void add_timing_flags(Flags& flags, int* repeats, int* threads, std::string* out);
-void check_timing_flags(const Flags& flags, int repeats, int threads);
+// What the CPU bench targets share: a target's Config derives from it.
+struct TimingOptions {
+  int repeats = 10;
+  int threads = cpu::num_threads();
+  std::string out;
+};
+
+// Their flags: --repeats, --threads (linea's kernels and OpenBLAS) and --out; check_timing_flags
+// refuses values below 1 after parsing.
+void add_timing_flags(Flags& flags, TimingOptions& options);
+void check_timing_flags(const Flags& flags, const TimingOptions& options);
+
+// While alive, linea's kernels and OpenBLAS run on `threads` threads; linea's own count is given
+// back at the end.
+class ThreadsForBench {
+ public:
+  explicit ThreadsForBench(int threads);
+  ~ThreadsForBench();
+  ThreadsForBench(const ThreadsForBench&) = delete;
+  ThreadsForBench& operator=(const ThreadsForBench&) = delete;
+
+ private:
+  int previous_;
+};
+
+// The median of some timings (the mean of the middle two for an even count).
+double median(std::vector<double> values);
 
 // Median of `repeats` timed calls of fn, in milliseconds, after `warmup` untimed ones (first
 // touches of memory, thread start-up and lazy initialisation are not what we measure).

@@ -1,37 +1,28 @@
 #include "tools/flags.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <limits>
 #include <sstream>
 
+#include "tensor/number_text.h"
+
 namespace linea::cli {
 
 namespace {
 
-// from_chars, but the whole text must be the number: "12abc" and "" are errors, not 12 and 0.
+// The whole text must be the number: "12abc" and "" are errors, not 12 and 0.
 template <class T>
 T parse_number(const std::string& text, const char* what) {
   T value{};
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  const std::errc error = parse_whole_number(text, value);
   if (error == std::errc::result_out_of_range) throw std::invalid_argument(std::string(what) + " out of range");
-  if (error != std::errc() || stop != end || text.empty()) throw std::invalid_argument(std::string("expects ") + what);
+  if (error != std::errc()) throw std::invalid_argument(std::string("expects ") + what);
   if constexpr (std::is_floating_point_v<T>) {
     if (!std::isfinite(value)) throw std::invalid_argument(std::string("expects ") + what);
   }
   return value;
-}
-
-// The shortest text that reads back as the same value: 3e-04, not 0.00029999999999999997, and
-// 0.9 for the float 0.9f.
-template <class T>
-std::string format_shortest(T value) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, result.ptr);
 }
 
 bool parse_bool(const std::string& text) {
@@ -107,12 +98,12 @@ void Flags::add(const std::string& name, uint64_t* value, const std::string& hel
 }
 
 void Flags::add(const std::string& name, double* value, const std::string& help) {
-  add_flag({name, "FLOAT", help, format_shortest(*value),
+  add_flag({name, "FLOAT", help, shortest_text(*value),
             [value](const std::string& s) { *value = parse_number<double>(s, "a number"); }});
 }
 
 void Flags::add(const std::string& name, float* value, const std::string& help) {
-  add_flag({name, "FLOAT", help, format_shortest(*value), [value](const std::string& s) {
+  add_flag({name, "FLOAT", help, shortest_text(*value), [value](const std::string& s) {
               const double v = parse_number<double>(s, "a number");
               if (std::abs(v) > std::numeric_limits<float>::max()) throw std::invalid_argument("number out of range");
               *value = static_cast<float>(v);

@@ -18,7 +18,7 @@
 #include "tools/flags.h"
 #include "tools/stop_signals.h"
 #include "train/checkpoint.h"
-#include "train/file_io.h"
+#include "train/json_file.h"
 #include "train/trainer.h"
 
 namespace linea::cli {
@@ -29,15 +29,11 @@ std::string to_flag_name(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
   return key;
 }
-std::string to_key(std::string flag) {
-  std::replace(flag.begin(), flag.end(), '-', '_');
-  return flag;
-}
 
 // The words of a JSON config file as if they had been typed before the real flags, so that the
 // flag parser checks their types and the real flags, coming later, win.
 std::vector<std::string> config_file_words(const std::string& path) {
-  const json::Value config = json::parse(train::read_file(path, "config file"), path);
+  const json::Value config = train::read_json_file(path, "config file");
   LINEA_CHECK(config.is_object(), "train", "the config file '", path, "' must hold a JSON object");
   std::vector<std::string> words;
   for (const auto& [key, value] : config.items()) {
@@ -102,7 +98,9 @@ void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholde
   f.add("log-every", &o.log_every, "steps between progress lines when not on a terminal");
   f.add("save-every", &o.save_every, "steps between checkpoints (one is always written at the end)");
   f.add("sample-tokens", &o.sample_tokens, "tokens generated after training; 0: none");
-  f.add("prompt", &o.prompt, "prompt of the sample");
+  f.add("prompt", &o.prompt, "prompt of the sample; text the tokenizer cannot encode is an error");
+  f.add("drop-unknown", &o.drop_unknown,
+        "leave out of the prompt what the tokenizer cannot encode (with a warning naming it) instead of failing");
   f.add("temperature", &o.temperature, "sampling temperature");
   f.add("top-k", &o.top_k, "sample among the k most likely tokens; 0: all");
   f.add("top-p", &o.top_p, "nucleus sampling threshold");

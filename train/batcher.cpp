@@ -1,12 +1,12 @@
 #include "train/batcher.h"
 
 #include <algorithm>
-#include <charconv>
 #include <string>
 #include <vector>
 
 #include "tensor/creation.h"
 #include "tensor/error.h"
+#include "tensor/number_text.h"
 #include "tensor/random.h"
 
 namespace linea::train {
@@ -36,9 +36,8 @@ Batch gather(std::span<const int64_t> tokens, const int64_t* starts, int64_t row
 uint64_t parse_uint64(const json::Value& value, std::string_view key, std::string_view context) {
   const std::string text = json::get<std::string>(value, key, context);
   uint64_t parsed = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  LINEA_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(), "batcher_state", context,
-              " key '", key, "': expected a decimal uint64 string, got '", text, "'");
+  LINEA_CHECK(parse_whole_number(text, parsed) == std::errc(), "batcher_state", context, " key '", key,
+              "': expected a decimal uint64 string, got '", text, "'");
   return parsed;
 }
 

@@ -9,7 +9,10 @@
 #include <set>
 #include <vector>
 
+#include "nn/model.h"
+#include "tensor/number_text.h"
 #include "train/file_io.h"
+#include "train/json_file.h"
 #include "train/safetensors.h"
 
 namespace linea::train {
@@ -43,19 +46,12 @@ std::string hex64(uint64_t value) {
 }
 
 // Doubles and uint64 travel as text (safetensors metadata holds strings; JSON integers stop at
-// int64): the shortest text that reads back to the same value, so a resumed run is bit-exact.
-template <class T>
-std::string to_text(T value) {
-  char text[32];
-  const auto result = std::to_chars(text, text + sizeof text, value);
-  return std::string(text, result.ptr);
-}
-
+// int64): the shortest text that reads back to the same value (shortest_text), so a resumed run
+// is bit-exact.
 template <class T>
 T from_text(const std::string& text, const std::string& file, const std::string& what) {
   T value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+  if (parse_whole_number(text, value) != std::errc())
     fail_checkpoint("'", file, "': ", what, " should be a number, got '", text.substr(0, 40), "'");
   return value;
 }
@@ -123,15 +119,29 @@ void check_format_version(const std::string& version, const std::string& file) {
                     kFormatVersion);
 }
 
+// Checkpoints of older versions name some parameters differently (nn/model.h: the block's mixer
+// was "attn"): every key is brought up to today's name here, so whatever loads a checkpoint
+// (resuming, eval, generate) sees only current names.
+template <class Map>
+Map with_current_names(Map entries, const std::string& file) {
+  Map out;
+  for (auto& [key, value] : entries) {
+    const std::string name = nn::current_parameter_name(key);
+    if (!out.emplace(name, std::move(value)).second)
+      fail_checkpoint("'", file, "' holds '", name, "' twice, under an old name and the current one");
+  }
+  return out;
+}
+
 void write_optimizer(const std::string& path, const OptimizerState& state) {
   Metadata metadata{{"format_version", std::to_string(kFormatVersion)}, {"optimizer", state.type}};
-  for (const auto& [name, value] : state.scalars) metadata[kScalarPrefix + name] = to_text(value);
+  for (const auto& [name, value] : state.scalars) metadata[kScalarPrefix + name] = shortest_text(value);
   save_safetensors(path, state.tensors, metadata);
 }
 
 OptimizerState read_optimizer(const std::string& path) {
   Safetensors file = load_safetensors(path);
-  OptimizerState state{"", std::move(file.tensors), {}};
+  OptimizerState state{"", with_current_names(std::move(file.tensors), path), {}};
   check_format_version(file.metadata["format_version"], path);
   for (const auto& [key, value] : file.metadata) {
     if (key == "optimizer") state.type = value;
@@ -139,6 +149,7 @@ OptimizerState read_optimizer(const std::string& path) {
       state.scalars[key.substr(std::string(kScalarPrefix).size())] = from_text<double>(value, path, "scalar '" + key + "'");
     else if (key != "format_version") fail_checkpoint("'", path, "' has an unknown metadata key '", key, "'");
   }
+  state.scalars = with_current_names(std::move(state.scalars), path);
   return state;
 }
 
@@ -146,8 +157,8 @@ json::Value trainer_json(const TrainerState& t) {
   json::Value out;
   out["step"] = t.step;
   out["lr"] = t.lr;
-  out["rng"]["seed"] = to_text(t.rng_seed);
-  out["rng"]["offset"] = to_text(t.rng_offset);
+  out["rng"]["seed"] = shortest_text(t.rng_seed);
+  out["rng"]["offset"] = shortest_text(t.rng_offset);
   out["data"] = t.data;
   out["tokenizer"] = t.tokenizer;
   out["extra"] = t.extra;
@@ -155,7 +166,7 @@ json::Value trainer_json(const TrainerState& t) {
 }
 
 TrainerState read_trainer(const std::string& path) {
-  const json::Value v = json::parse(read_file(path, "trainer state"), path);
+  const json::Value v = read_json_file(path, "trainer state");
   const json::Value& rng = json::at(v, "rng", path);
   TrainerState t;
   t.step = json::get<int64_t>(v, "step", path);
@@ -172,9 +183,9 @@ TrainerState read_trainer(const std::string& path) {
 void write_files(const std::string& dir, const Checkpoint& c) {
   save_safetensors(path_in(dir, kModel), c.model,
                    {{"format", "linea"}, {"format_version", std::to_string(kFormatVersion)}});
-  write_file_atomically(path_in(dir, kConfig), json::dump(c.config, 2) + "\n");
+  write_json_file(path_in(dir, kConfig), c.config);
   write_optimizer(path_in(dir, kOptimizer), c.optimizer);
-  write_file_atomically(path_in(dir, kTrainer), json::dump(trainer_json(c.trainer), 2) + "\n");
+  write_json_file(path_in(dir, kTrainer), trainer_json(c.trainer));
 
   json::Value manifest;
   manifest["format_version"] = kFormatVersion;
@@ -183,7 +194,7 @@ void write_files(const std::string& dir, const Checkpoint& c) {
     manifest["files"][file]["bytes"] = static_cast<int64_t>(fs::file_size(path));
     manifest["files"][file]["fnv1a64"] = hex64(file_fnv1a64(path, "checkpoint file"));
   }
-  write_file_atomically(path_in(dir, kManifest), json::dump(manifest, 2) + "\n");
+  write_json_file(path_in(dir, kManifest), manifest);
   sync_directory(dir);
 }
 
@@ -244,7 +255,7 @@ std::optional<std::string> latest_checkpoint(const std::string& root) {
 
 void verify_checkpoint(const std::string& dir) {
   const std::string manifest_path = path_in(dir, kManifest);
-  const json::Value manifest = json::parse(read_file(manifest_path, "checkpoint manifest"), manifest_path);
+  const json::Value manifest = read_json_file(manifest_path, "checkpoint manifest");
   const int64_t version = json::get<int64_t>(manifest, "format_version", manifest_path);
   check_format_version(std::to_string(version), manifest_path);
   const json::Value& files = json::at(manifest, "files", manifest_path);
@@ -273,9 +284,9 @@ Checkpoint load_checkpoint(const std::string& dir) {
   const std::string model_path = path_in(dir, kModel);
   Safetensors model = load_safetensors(model_path);
   check_format_version(model.metadata["format_version"], model_path);
-  c.model = std::move(model.tensors);
+  c.model = with_current_names(std::move(model.tensors), model_path);
   const std::string config_path = path_in(dir, kConfig);
-  c.config = json::parse(read_file(config_path, "model config"), config_path);
+  c.config = read_json_file(config_path, "model config");
   c.optimizer = read_optimizer(path_in(dir, kOptimizer));
   c.trainer = read_trainer(path_in(dir, kTrainer));
   return c;

@@ -77,7 +77,9 @@ std::optional<std::string> latest_checkpoint(const std::string& root);
 void verify_checkpoint(const std::string& dir);
 
 // Verifies, then reads a checkpoint directory (one that latest_checkpoint returned, or an older
-// one chosen by hand).
+// one chosen by hand). Parameter names of older versions come back under today's names
+// (nn::current_parameter_name: blocks.<i>.attn.* is now blocks.<i>.mixer.*), in the model and the
+// optimizer state alike.
 Checkpoint load_checkpoint(const std::string& dir);
 
 }  // namespace linea::train

@@ -25,7 +25,7 @@ namespace linea::train {
 using nn::NamedParameter;
 
 // What a checkpoint keeps of an optimizer. Tensors are named "<kind>.<parameter name>", e.g.
-// "exp_avg.blocks.0.attn.q_proj.weight"; scalars are "lr", "step" (calls of step()) and
+// "exp_avg.blocks.0.mixer.q_proj.weight"; scalars are "lr", "step" (calls of step()) and
 // "step.<parameter name>" (updates that parameter has had: a parameter without a gradient in a
 // step is not updated, and AdamW's bias correction counts its own updates, as PyTorch does).
 struct OptimizerState {

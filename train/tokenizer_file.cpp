@@ -1,6 +1,6 @@
 #include "train/tokenizer_file.h"
 
-#include <charconv>
+#include "tensor/number_text.h"
 
 namespace linea::train {
 
@@ -23,8 +23,7 @@ int64_t TokenizerFileReader::count(std::string_view key, int64_t max) {
 
 int64_t TokenizerFileReader::integer(std::string_view text, int64_t min, int64_t max, const char* what) {
   int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+  if (parse_whole_number(text, value) != std::errc())
     error("expected an integer (", what, "), found '", text.substr(0, 40), "'");
   if (value < min || value > max) error(what, " ", value, " is outside [", min, ", ", max, "]");
   return value;

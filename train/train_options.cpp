@@ -40,6 +40,7 @@ const std::map<std::string, Binding>& bindings() {
       {"device", bind_field(&O::device)}, {"out", bind_field(&O::out)}, {"eval_every", bind_field(&O::eval_every)},
       {"eval_batches", bind_field(&O::eval_batches)}, {"log_every", bind_field(&O::log_every)},
       {"save_every", bind_field(&O::save_every)}, {"sample_tokens", bind_field(&O::sample_tokens)}, {"prompt", bind_field(&O::prompt)},
+      {"drop_unknown", bind_field(&O::drop_unknown)},
       {"temperature", bind_field(&O::temperature)}, {"top_k", bind_field(&O::top_k)}, {"top_p", bind_field(&O::top_p)},
   };
   return table;
@@ -49,8 +50,8 @@ const std::map<std::string, Binding>& bindings() {
 
 bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> run_control = {"steps", "device", "out", "eval_every", "eval_batches", "log_every",
-                                                    "save_every", "sample_tokens", "prompt", "temperature", "top_k",
-                                                    "top_p", "cache_dir", "data"};
+                                                    "save_every", "sample_tokens", "prompt", "drop_unknown",
+                                                    "temperature", "top_k", "top_p", "cache_dir", "data"};
   return run_control.count(key) > 0;
 }
 

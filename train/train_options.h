@@ -58,7 +58,8 @@ struct TrainOptions {
   int64_t log_every = 10;        // plain progress lines when not on a terminal
   int64_t save_every = 250;
   int64_t sample_tokens = 300;   // generated after training
-  std::string prompt = "The ";
+  std::string prompt = "\n";     // of the sample, as `linea generate`'s (train/prompt.h)
+  bool drop_unknown = false;     // leave out of the prompt what the tokenizer cannot encode
   double temperature = 0.8;
   int64_t top_k = 0;
   double top_p = 0.95;

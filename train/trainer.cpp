@@ -13,6 +13,7 @@
 #include "train/generate.h"
 #include "train/grad_utils.h"
 #include "train/progress.h"
+#include "train/prompt.h"
 #include "train/run_log.h"
 #include "train/saved_model.h"
 #include "train/schedule.h"
@@ -112,6 +113,14 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   Progress progress(o.steps, o.log_every, out);
 
   Corpus corpus = load_training_corpus(o, resume, progress);
+  // The sample's prompt is checked now rather than after training: one the tokenizer cannot
+  // encode fails (or, with drop_unknown, loses those pieces) before the first step.
+  std::string prompt = o.prompt;
+  if (o.sample_tokens > 0) {
+    const CheckedPrompt checked = check_prompt(o.prompt, *corpus.tokenizer, o.drop_unknown, {"train", "the run's"});
+    if (!checked.dropped.empty()) progress.message("linea train: warning: dropped from the prompt " + checked.dropped);
+    prompt = checked.text;
+  }
   const nn::ModelConfig config = o.model_config(corpus.tokenizer->vocab_size());
   nn::ModelConfig seeded = config;
   seeded.seed = derive_seed(o.seed, kDropoutStream);
@@ -250,13 +259,13 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   result.test_ppl = test.ppl;
 
   if (o.sample_tokens > 0) {
-    std::vector<int64_t> prompt = corpus.tokenizer->encode(o.prompt);
-    if (prompt.empty()) prompt = corpus.tokenizer->encode("\n");
+    std::vector<int64_t> prompt_ids = corpus.tokenizer->encode(prompt);
+    if (prompt_ids.empty()) prompt_ids = corpus.tokenizer->encode("\n");
     const std::vector<int64_t> ids =
-        generate(model, prompt, {.tokens = o.sample_tokens, .temperature = o.temperature, .top_k = o.top_k,
-                                 .top_p = o.top_p, .seed = derive_seed(o.seed, kSampleStream)},
+        generate(model, prompt_ids, {.tokens = o.sample_tokens, .temperature = o.temperature, .top_k = o.top_k,
+                                     .top_p = o.top_p, .seed = derive_seed(o.seed, kSampleStream)},
                  device);
-    result.sample = corpus.tokenizer->decode(prompt) + corpus.tokenizer->decode(ids);
+    result.sample = corpus.tokenizer->decode(prompt_ids) + corpus.tokenizer->decode(ids);
     json::Value record = json::Value::object();
     record["kind"] = "sample";
     record["step"] = step;

@@ -6,6 +6,24 @@ namespace linea {
 
 using namespace ops_detail;
 
+namespace {
+
+// The adjoint kernel of a read at integer positions: it adds gy back at the positions read.
+using AddBack = void (Backend::*)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) const;
+
+// Records y, read from x at `index` along dim d: backward starts from zeros shaped like x and
+// adds gy back with add_back. Integer x takes no gradient.
+Tensor record_read(const char* op, const Tensor& x, int64_t d, const Tensor& index, const Tensor& y, AddBack add_back) {
+  if (!is_floating(x.dtype())) return y;
+  return record(op, {x}, y, [x_shape = x.shape(), d, is = SavedTensor(index), add_back](const Tensor& gy) -> Grads {
+    Tensor gx = zeros(x_shape, {gy.dtype(), gy.device()});
+    (backend_for(gy).*add_back)(gx, d, is.get(), gy);
+    return {gx};
+  });
+}
+
+}  // namespace
+
 // y = x at positions index along dim. backward: gy added back at those positions.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(x, "index_select");
@@ -17,12 +35,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   shape[d] = index.numel();
   Tensor y = empty(shape, x.dtype(), x.device());
   backend_for(x).index_select(x, d, index, y);
-  if (!is_floating(x.dtype())) return y;
-  return record("index_select", {x}, y, [x_shape = x.shape(), d, is = SavedTensor(index)](const Tensor& gy) -> Grads {
-    Tensor gx = zeros(x_shape, {gy.dtype(), gy.device()});
-    backend_for(gy).index_add(gx, d, is.get(), gy);
-    return {gx};
-  });
+  return record_read("index_select", x, d, index, y, &Backend::index_add);
 }
 
 // y[i][j] = x[i][index[i][j]] (dim 1 shown). backward: scatter_add of gy.
@@ -35,12 +48,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                 x.describe(), " in dim ", k);
   Tensor y = empty(index.shape(), x.dtype(), x.device());
   backend_for(x).gather(x, d, index, y);
-  if (!is_floating(x.dtype())) return y;
-  return record("gather", {x}, y, [x_shape = x.shape(), d, is = SavedTensor(index)](const Tensor& gy) -> Grads {
-    Tensor gx = zeros(x_shape, {gy.dtype(), gy.device()});
-    backend_for(gy).scatter_add(gx, d, is.get(), gy);
-    return {gx};
-  });
+  return record_read("gather", x, d, index, y, &Backend::scatter_add);
 }
 
 // y = x, then y[i][index[i][j]] += src[i][j]. backward: gx = gy, gsrc = gather(gy).

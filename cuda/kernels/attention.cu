@@ -48,6 +48,7 @@ struct Layout {
   static constexpr int DN = D / kCols;             // head dims per thread
   static constexpr int LD = D + 1;                 // shared row of a Q/K/V/dO tile, padded
   static constexpr int LS = kColumns + 1;          // shared row of a score tile, padded
+  static constexpr int kScoreColumns = kColumns;   // columns of the score tile
   static_assert(RM * kGroups == kRows && CN * kCols == kColumns && DN * kCols == D, "tile does not divide");
 };
 
@@ -60,6 +61,13 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, 
     const int64_t row = row0 + r;
     dst[r * (D + 1) + c] = row < n_rows && c < dh ? src[row * stride + c] : T(0);
   }
+}
+
+// The rows of head h of batch b of a (B, heads, T, dh) tensor, as load_tile loads them.
+template <int kRows, int D, int kThreads, class T>
+__device__ __forceinline__ void load_head_tile(T* dst, const T* x, const HeadStrides& xs, int64_t b, int64_t h,
+                                               int64_t row0, int64_t n_rows, int64_t dh) {
+  load_tile<kRows, D, kThreads>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
 }
 
 // Max and sum over the 8 adjacent lanes of a row group.
@@ -76,10 +84,59 @@ __device__ __forceinline__ T row_group_sum(T v) {
   return v;
 }
 
+// The key tile at k0 of K/V head kvh of batch b into sK and sV, for the kernels that stream key
+// tiles (forward, dq), once every thread is done with the previous tile (and with whatever the
+// kernel computed from it).
+template <int BK, int D, int kThreads, class T, class Tensors>
+__device__ __forceinline__ void load_key_tile(T* sK, T* sV, const Tensors& a, int64_t b, int64_t kvh, int64_t k0,
+                                              const AttentionShape& s) {
+  __syncthreads();
+  load_head_tile<BK, D, kThreads>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
+  load_head_tile<BK, D, kThreads>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
+  __syncthreads();
+}
+
+// The product that follows every score tile (P V, dS K, P^T dO, dS^T Q): acc[i][n] += sum over
+// the tile's columns c of S[rg * RM + i][c] X[c][cg + C * n], for a score tile S (rows LS apart)
+// and a Q/K/V/dO tile X (rows LD apart), into the thread's RM rows and DN head dims.
+template <class L, class T>
+__device__ __forceinline__ void accumulate_tile_product(T (&acc)[L::RM][L::DN], const T* S, const T* X, int rg,
+                                                        int cg) {
+#pragma unroll 4
+  for (int c = 0; c < L::kScoreColumns; ++c) {
+    T a[L::RM];
+#pragma unroll
+    for (int i = 0; i < L::RM; ++i) a[i] = S[(rg * L::RM + i) * L::LS + c];
+#pragma unroll
+    for (int n = 0; n < L::DN; ++n) {
+      const T x = X[c * L::LD + cg + L::kCols * n];
+#pragma unroll
+      for (int i = 0; i < L::RM; ++i) acc[i][n] += a[i] * x;
+    }
+  }
+}
+
+// Writes the thread's part of an output tile: rows row0 + rg * RM + i (those below n_rows) of a
+// matrix at `base` whose rows are `stride` apart, head dims cg + C * n (those below dh), row i
+// times factor[i].
+template <class L, class T>
+__device__ __forceinline__ void store_rows(T* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
+                                           const T (&acc)[L::RM][L::DN], const T (&factor)[L::RM], int rg, int cg) {
+#pragma unroll
+  for (int i = 0; i < L::RM; ++i) {
+    const int64_t row = row0 + rg * L::RM + i;
+    if (row >= n_rows) continue;
+#pragma unroll
+    for (int n = 0; n < L::DN; ++n) {
+      const int d = cg + L::kCols * n;
+      if (d < dh) base[row * stride + d] = acc[i][n] * factor[i];
+    }
+  }
+}
+
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs, T* out,
-                             HeadStrides os, T* lse, AttentionShape s, T scale) {
+    attention_forward_kernel(ForwardTensors<T> a, AttentionShape s, T scale) {
   using L = Layout<D, BQ, BK, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
   constexpr T kInf = std::numeric_limits<T>::infinity();
@@ -92,25 +149,18 @@ __global__ void __launch_bounds__(kThreads)
   const QueryTile t = query_tile<BQ>(s);
   const int64_t kvh = t.h / (s.heads / s.kv_heads);
   const int rg = threadIdx.x / C, cg = threadIdx.x % C;
-  const T* kb = k + t.b * ks.b + kvh * ks.h;
-  const T* vb = v + t.b * vs.b + kvh * vs.h;
-  load_tile<BQ, D, kThreads>(sQ, q + t.b * qs.b + t.h * qs.h, qs.t, t.q0, s.tq, s.dh);
+  load_head_tile<BQ, D, kThreads>(sQ, a.q, a.qs, t.b, t.h, t.q0, s.tq, s.dh);
 
-  T m[RM], l[RM], o[RM][DN];
+  T m[RM], l[RM], o[RM][DN] = {};
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
     m[i] = -kInf;
     l[i] = 0;
-#pragma unroll
-    for (int n = 0; n < DN; ++n) o[i][n] = 0;
   }
 
   const KeySpan span = key_span<BQ, BK>(t.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += BK) {
-    __syncthreads();  // the previous tile's readers are done with sK, sV, sP
-    load_tile<BK, D, kThreads>(sK, kb, ks.t, k0, s.tk, s.dh);
-    load_tile<BK, D, kThreads>(sV, vb, vs.t, k0, s.tk, s.dh);
-    __syncthreads();
+    load_key_tile<BK, D, kThreads>(sK, sV, a, t.b, kvh, k0, s);  // also frees sP
 
     T sc[RM][CN];
 #pragma unroll
@@ -156,37 +206,19 @@ __global__ void __launch_bounds__(kThreads)
       for (int n = 0; n < DN; ++n) o[i][n] *= alpha;
     }
     __syncthreads();
-
-#pragma unroll 4
-    for (int c = 0; c < BK; ++c) {
-      T p[RM];
-#pragma unroll
-      for (int i = 0; i < RM; ++i) p[i] = sP[(rg * RM + i) * LS + c];
-#pragma unroll
-      for (int n = 0; n < DN; ++n) {
-        const T vd = sV[c * LD + cg + C * n];
-#pragma unroll
-        for (int i = 0; i < RM; ++i) o[i][n] += p[i] * vd;
-      }
-    }
+    accumulate_tile_product<L>(o, sP, sV, rg, cg);  // o += p v
   }
 
+  T inv[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
+    inv[i] = l[i] > 0 ? T(1) / l[i] : T(0);
     const int64_t row = t.q0 + rg * RM + i;
-    if (row >= s.tq) continue;
-    const int64_t at = (t.b * s.heads + t.h) * s.tq + row;
-    const T inv = l[i] > 0 ? T(1) / l[i] : T(0);
-#pragma unroll
-    for (int n = 0; n < DN; ++n) {
-      const int d = cg + C * n;
-      if (d < s.dh) out[head_offset(os, t.b, t.h, row) + d] = o[i][n] * inv;
-    }
-    if (cg == 0) lse[at] = l[i] > 0 ? m[i] + log(l[i]) : -kInf;
+    if (cg == 0 && row < s.tq) a.lse[(t.b * s.heads + t.h) * s.tq + row] = l[i] > 0 ? m[i] + log(l[i]) : -kInf;
   }
+  store_rows<L>(a.out + head_offset(a.os, t.b, t.h, 0), a.os.t, t.q0, s.tq, s.dh, o, inv, rg, cg);
 }
 
-// D_i = dout_i . out_i, one warp per row.
 // The two register-tiled products each backward kernel needs, sharing one loop over the head
 // dim: acc1[i][j] = sum_d r1[row i][d] c1[col j][d] and acc2 likewise from r2 and c2, where the
 // thread's rows are rg*RM + i and its columns cg + C*j of shared-memory tiles with row pitch LD.
@@ -217,6 +249,15 @@ __device__ __forceinline__ void paired_tile_products(const T* r1, const T* r2, c
   }
 }
 
+// forward was p = exp(scale q.k - lse), so: p recomputed from the score of (query, key), 0 where
+// the mask hides the key. Both backward kernels then take ds = p (dp - D).
+template <class T>
+__device__ __forceinline__ T recomputed_p(T score, T scale, T lse, int64_t query, int64_t key,
+                                          const AttentionShape& s) {
+  return visible(query, key, s) ? exp(score * scale - lse) : T(0);
+}
+
+// D_i = dout_i . out_i, one warp per row.
 template <class T>
 __global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* out, HeadStrides os, T* delta,
                                        AttentionShape s) {
@@ -238,10 +279,7 @@ __global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* 
 // own key rows (RM each) and, of the transposed score tile, query columns (CN each).
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dkdv_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs,
-                                   const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dk, HeadStrides dks,
-                                   T* dv, HeadStrides dvs,
-                                   AttentionShape s, T scale) {
+    attention_backward_dkdv_kernel(BackwardTensors<T> a, AttentionShape s, T scale) {
   using L = Layout<D, BK, BQ, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -256,26 +294,20 @@ __global__ void __launch_bounds__(kThreads)
   const KeyTile kt = key_tile<BK>(s);
   const int64_t b = kt.b, kvh = kt.kvh, k0 = kt.k0;
   const int rg = threadIdx.x / C, cg = threadIdx.x % C;
-  load_tile<BK, D, kThreads>(sK, k + b * ks.b + kvh * ks.h, ks.t, k0, s.tk, s.dh);
-  load_tile<BK, D, kThreads>(sV, v + b * vs.b + kvh * vs.h, vs.t, k0, s.tk, s.dh);
+  load_head_tile<BK, D, kThreads>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
+  load_head_tile<BK, D, kThreads>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
 
-  T dk_acc[RM][DN], dv_acc[RM][DN];
-#pragma unroll
-  for (int i = 0; i < RM; ++i)
-#pragma unroll
-    for (int n = 0; n < DN; ++n) dk_acc[i][n] = dv_acc[i][n] = 0;
+  T dk_acc[RM][DN] = {}, dv_acc[RM][DN] = {};
 
   const RowSpan rows = row_span<BK>(k0, s);
   const int64_t group = s.heads / s.kv_heads;
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-    const T* qb = q + b * qs.b + h * qs.h;
-    const T* dob = dout + b * dos.b + h * dos.h;
-    const T* lse_h = lse + (b * s.heads + h) * s.tq;
-    const T* delta_h = delta + (b * s.heads + h) * s.tq;
+    const T* lse_h = a.lse + (b * s.heads + h) * s.tq;
+    const T* delta_h = a.delta + (b * s.heads + h) * s.tq;
     for (int64_t q0 = (rows.first / BQ) * BQ; q0 <= rows.last; q0 += BQ) {
       __syncthreads();  // the previous tile's readers are done
-      load_tile<BQ, D, kThreads>(sQ, qb, qs.t, q0, s.tq, s.dh);
-      load_tile<BQ, D, kThreads>(sdO, dob, dos.t, q0, s.tq, s.dh);
+      load_head_tile<BQ, D, kThreads>(sQ, a.q, a.qs, b, h, q0, s.tq, s.dh);
+      load_head_tile<BQ, D, kThreads>(sdO, a.dout, a.dos, b, h, q0, s.tq, s.dh);
       for (int e = threadIdx.x; e < BQ; e += kThreads) {
         const bool in = q0 + e < s.tq;
         sLse[e] = in ? lse_h[q0 + e] : T(0);
@@ -286,75 +318,42 @@ __global__ void __launch_bounds__(kThreads)
       // Transposed tiles: st = k.q (scores), dpt = v.do, rows = keys, columns = queries.
       T st[RM][CN], dpt[RM][CN];
       paired_tile_products<T, RM, CN, C, D, LD>(sK, sV, sQ, sdO, rg, cg, st, dpt);
-      // forward was p = exp(scale q.k - lse), so: p recomputed; ds = p (dp - D).
 #pragma unroll
       for (int i = 0; i < RM; ++i)
 #pragma unroll
         for (int j = 0; j < CN; ++j) {
           const int col = cg + C * j;
-          const T p = visible(q0 + col, k0 + rg * RM + i, s) ? exp(st[i][j] * scale - sLse[col]) : T(0);
-          dpt[i][j] = p * (dpt[i][j] - sDelta[col]);
+          const T p = recomputed_p(st[i][j], scale, sLse[col], q0 + col, k0 + rg * RM + i, s);
+          dpt[i][j] = p * (dpt[i][j] - sDelta[col]);  // ds
           sT[(rg * RM + i) * LS + col] = p;
         }
       __syncthreads();
-      // dv += p^T do
-#pragma unroll 4
-      for (int c = 0; c < BQ; ++c) {
-        T pt[RM];
-#pragma unroll
-        for (int i = 0; i < RM; ++i) pt[i] = sT[(rg * RM + i) * LS + c];
-#pragma unroll
-        for (int n = 0; n < DN; ++n) {
-          const T dod = sdO[c * LD + cg + C * n];
-#pragma unroll
-          for (int i = 0; i < RM; ++i) dv_acc[i][n] += pt[i] * dod;
-        }
-      }
+      accumulate_tile_product<L>(dv_acc, sT, sdO, rg, cg);  // dv += p^T do
       __syncthreads();
 #pragma unroll
       for (int i = 0; i < RM; ++i)
 #pragma unroll
         for (int j = 0; j < CN; ++j) sT[(rg * RM + i) * LS + cg + C * j] = dpt[i][j];
       __syncthreads();
-      // dk += ds^T q (times scale, at the end)
-#pragma unroll 4
-      for (int c = 0; c < BQ; ++c) {
-        T dst[RM];
-#pragma unroll
-        for (int i = 0; i < RM; ++i) dst[i] = sT[(rg * RM + i) * LS + c];
-#pragma unroll
-        for (int n = 0; n < DN; ++n) {
-          const T qd = sQ[c * LD + cg + C * n];
-#pragma unroll
-          for (int i = 0; i < RM; ++i) dk_acc[i][n] += dst[i] * qd;
-        }
-      }
+      accumulate_tile_product<L>(dk_acc, sT, sQ, rg, cg);  // dk += ds^T q (times scale, at the end)
     }
   }
 
+  T scaled[RM], one[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
-    const int64_t key = k0 + rg * RM + i;
-    if (key >= s.tk) continue;
-    const int64_t at_k = head_offset(dks, b, kvh, key), at_v = head_offset(dvs, b, kvh, key);
-#pragma unroll
-    for (int n = 0; n < DN; ++n) {
-      const int d = cg + C * n;
-      if (d < s.dh) {
-        dk[at_k + d] = dk_acc[i][n] * scale;
-        dv[at_v + d] = dv_acc[i][n];
-      }
-    }
+    scaled[i] = scale;
+    one[i] = 1;
   }
+  store_rows<L>(a.dk + head_offset(a.dks, b, kvh, 0), a.dks.t, k0, s.tk, s.dh, dk_acc, scaled, rg, cg);
+  store_rows<L>(a.dv + head_offset(a.dvs, b, kvh, 0), a.dvs.t, k0, s.tk, s.dh, dv_acc, one, rg, cg);
 }
 
 // One block per (batch, head, tile of BQ query rows): dq of those rows, streaming over the key
 // tiles they see as the forward did.
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dq_kernel(const T* q, HeadStrides qs, const T* k, HeadStrides ks, const T* v, HeadStrides vs,
-                                 const T* dout, HeadStrides dos, const T* lse, const T* delta, T* dq, HeadStrides dqs, AttentionShape s,
-                                 T scale) {
+    attention_backward_dq_kernel(BackwardTensors<T> a, AttentionShape s, T scale) {
   using L = Layout<D, BQ, BK, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -367,65 +366,38 @@ __global__ void __launch_bounds__(kThreads)
   const QueryTile t = query_tile<BQ>(s);
   const int64_t kvh = t.h / (s.heads / s.kv_heads);
   const int rg = threadIdx.x / C, cg = threadIdx.x % C;
-  const T* kb = k + t.b * ks.b + kvh * ks.h;
-  const T* vb = v + t.b * vs.b + kvh * vs.h;
-  load_tile<BQ, D, kThreads>(sQ, q + t.b * qs.b + t.h * qs.h, qs.t, t.q0, s.tq, s.dh);
-  load_tile<BQ, D, kThreads>(sdO, dout + t.b * dos.b + t.h * dos.h, dos.t, t.q0, s.tq, s.dh);
-  T row_lse[RM], row_delta[RM], dq_acc[RM][DN];
+  load_head_tile<BQ, D, kThreads>(sQ, a.q, a.qs, t.b, t.h, t.q0, s.tq, s.dh);
+  load_head_tile<BQ, D, kThreads>(sdO, a.dout, a.dos, t.b, t.h, t.q0, s.tq, s.dh);
+  T row_lse[RM], row_delta[RM], dq_acc[RM][DN] = {};
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
     const int64_t row = t.q0 + rg * RM + i, at = (t.b * s.heads + t.h) * s.tq + row;
-    row_lse[i] = row < s.tq ? lse[at] : T(0);
-    row_delta[i] = row < s.tq ? delta[at] : T(0);
-#pragma unroll
-    for (int n = 0; n < DN; ++n) dq_acc[i][n] = 0;
+    row_lse[i] = row < s.tq ? a.lse[at] : T(0);
+    row_delta[i] = row < s.tq ? a.delta[at] : T(0);
   }
 
   const KeySpan span = key_span<BQ, BK>(t.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += BK) {
-    __syncthreads();
-    load_tile<BK, D, kThreads>(sK, kb, ks.t, k0, s.tk, s.dh);
-    load_tile<BK, D, kThreads>(sV, vb, vs.t, k0, s.tk, s.dh);
-    __syncthreads();
+    load_key_tile<BK, D, kThreads>(sK, sV, a, t.b, kvh, k0, s);  // also frees sS
 
     T sc[RM][CN], dp[RM][CN];
     paired_tile_products<T, RM, CN, C, D, LD>(sQ, sdO, sK, sV, rg, cg, sc, dp);
-    // forward was p = exp(scale q.k - lse), so: ds = p (do.v - D).
 #pragma unroll
     for (int i = 0; i < RM; ++i)
 #pragma unroll
       for (int j = 0; j < CN; ++j) {
         const int col = cg + C * j;
-        const T p = visible(t.q0 + rg * RM + i, k0 + col, s) ? exp(sc[i][j] * scale - row_lse[i]) : T(0);
-        sS[(rg * RM + i) * LS + col] = p * (dp[i][j] - row_delta[i]);
+        const T p = recomputed_p(sc[i][j], scale, row_lse[i], t.q0 + rg * RM + i, k0 + col, s);
+        sS[(rg * RM + i) * LS + col] = p * (dp[i][j] - row_delta[i]);  // ds
       }
     __syncthreads();
-    // dq += ds k (times scale, at the end)
-#pragma unroll 4
-    for (int c = 0; c < BK; ++c) {
-      T ds[RM];
-#pragma unroll
-      for (int i = 0; i < RM; ++i) ds[i] = sS[(rg * RM + i) * LS + c];
-#pragma unroll
-      for (int n = 0; n < DN; ++n) {
-        const T kd = sK[c * LD + cg + C * n];
-#pragma unroll
-        for (int i = 0; i < RM; ++i) dq_acc[i][n] += ds[i] * kd;
-      }
-    }
+    accumulate_tile_product<L>(dq_acc, sS, sK, rg, cg);  // dq += ds k (times scale, at the end)
   }
 
+  T scaled[RM];
 #pragma unroll
-  for (int i = 0; i < RM; ++i) {
-    const int64_t row = t.q0 + rg * RM + i;
-    if (row >= s.tq) continue;
-    const int64_t at = head_offset(dqs, t.b, t.h, row);
-#pragma unroll
-    for (int n = 0; n < DN; ++n) {
-      const int d = cg + C * n;
-      if (d < s.dh) dq[at + d] = dq_acc[i][n] * scale;
-    }
-  }
+  for (int i = 0; i < RM; ++i) scaled[i] = scale;
+  store_rows<L>(a.dq + head_offset(a.dqs, t.b, t.h, 0), a.dqs.t, t.q0, s.tq, s.dh, dq_acc, scaled, rg, cg);
 }
 
 // ---- host side ----
@@ -469,20 +441,19 @@ void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_
   const cudaStream_t stream = use_device(device_);
   const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
   const AttentionShape s = shape_of(q, k, window);
-  if (on_tensor_cores(q.dtype())) {
-    attention_forward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), head_strides(q), head_strides(k),
-                            head_strides(v), out.data<float>(), lse.data<float>(), head_strides(out)},
-                           s, static_cast<float>(scale), stream);
-    return;
-  }
   dispatch_floating(q.dtype(), "attention", [&]<class T>() {
+    const ForwardTensors<T> a{q.data<T>(), k.data<T>(), v.data<T>(), head_strides(q), head_strides(k),
+                              head_strides(v), out.data<T>(), lse.data<T>(), head_strides(out)};
+    if constexpr (std::is_same_v<T, float>)
+      if (on_tensor_cores(q.dtype())) {
+        attention_forward_tf32(a, s, static_cast<float>(scale), stream);
+        return;
+      }
     with_head_dim(s.dh, [&]<int D>() {
       constexpr TileShape ts = Tiling<T>::forward;
       const size_t bytes = sizeof(T) * ((ts.bq + 2 * ts.bk) * (D + 1) + ts.bq * (ts.bk + 1));
       launch_tiled(attention_forward_kernel<T, D, ts.bq, ts.bk, ts.threads>, s.batch * s.heads * ceil_div(s.tq, ts.bq),
-                   ts.threads, bytes, stream, "attention", q.data<T>(), head_strides(q), k.data<T>(), head_strides(k),
-                   v.data<T>(), head_strides(v), out.data<T>(), head_strides(out), lse.data<T>(), s,
-                   static_cast<T>(scale));
+                   ts.threads, bytes, stream, "attention", a, s, static_cast<T>(scale));
     });
   });
 }
@@ -505,30 +476,25 @@ void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const T
     attention_delta_kernel<T><<<row_blocks<32>(s.batch * s.heads * s.tq, device_), 256, 0, stream>>>(
         dout.data<T>(), head_strides(dout), out.data<T>(), head_strides(out), delta.as<T>(), s);
     LINEA_CUDA_LAUNCH_CHECK("attention_backward", "dout . out of ", dout.describe());
+    const BackwardTensors<T> a{q.data<T>(), k.data<T>(), v.data<T>(), dout.data<T>(), lse.data<T>(), delta.as<T>(),
+                               head_strides(q), head_strides(k), head_strides(v), head_strides(dout),
+                               dq.data<T>(), dk.data<T>(), dv.data<T>(),
+                               head_strides(dq), head_strides(dk), head_strides(dv)};
     if constexpr (std::is_same_v<T, float>)
       if (on_tensor_cores(q.dtype())) {
-        attention_backward_tf32({q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(),
-                                 lse.data<float>(), delta.as<float>(), head_strides(q), head_strides(k),
-                                 head_strides(v), head_strides(dout), dq.data<float>(), dk.data<float>(),
-                                 dv.data<float>(), head_strides(dq), head_strides(dk), head_strides(dv)},
-                                s, static_cast<float>(scale), stream);
+        attention_backward_tf32(a, s, static_cast<float>(scale), stream);
         return;
       }
     with_head_dim(s.dh, [&]<int D>() {
       constexpr TileShape kv = Tiling<T>::dkdv;
       const size_t kv_bytes = sizeof(T) * (2 * (kv.bk + kv.bq) * (D + 1) + kv.bk * (kv.bq + 1) + 2 * kv.bq);
       launch_tiled(attention_backward_dkdv_kernel<T, D, kv.bq, kv.bk, kv.threads>,
-                   s.batch * s.kv_heads * ceil_div(s.tk, kv.bk), kv.threads, kv_bytes, stream, "attention_backward",
-                   q.data<T>(), head_strides(q), k.data<T>(), head_strides(k), v.data<T>(), head_strides(v),
-                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dk.data<T>(), head_strides(dk),
-                   dv.data<T>(), head_strides(dv), s,
-                   static_cast<T>(scale));
+                   s.batch * s.kv_heads * ceil_div(s.tk, kv.bk), kv.threads, kv_bytes, stream, "attention_backward", a,
+                   s, static_cast<T>(scale));
       constexpr TileShape qt = Tiling<T>::dq;
       const size_t q_bytes = sizeof(T) * (2 * (qt.bq + qt.bk) * (D + 1) + qt.bq * (qt.bk + 1));
       launch_tiled(attention_backward_dq_kernel<T, D, qt.bq, qt.bk, qt.threads>,
-                   s.batch * s.heads * ceil_div(s.tq, qt.bq), qt.threads, q_bytes, stream, "attention_backward",
-                   q.data<T>(), head_strides(q), k.data<T>(), head_strides(k), v.data<T>(), head_strides(v),
-                   dout.data<T>(), head_strides(dout), lse.data<T>(), delta.as<T>(), dq.data<T>(), head_strides(dq), s,
+                   s.batch * s.heads * ceil_div(s.tq, qt.bq), qt.threads, q_bytes, stream, "attention_backward", a, s,
                    static_cast<T>(scale));
     });
   });

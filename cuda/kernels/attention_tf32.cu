@@ -70,6 +70,17 @@ __device__ __forceinline__ void load_head_tile(float* dst, const float* x, const
   load_tile<kRows, D>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
 }
 
+// The key tile at k0 of K/V head kvh of batch b into sK and sV, for the kernels that stream key
+// tiles (forward, dq), once every thread is done with the previous tile.
+template <int kKeys, int D, class Tensors>
+__device__ __forceinline__ void load_key_tile(float* sK, float* sV, const Tensors& a, int64_t b, int64_t kvh,
+                                              int64_t k0, const AttentionShape& s) {
+  __syncthreads();
+  load_head_tile<kKeys, D>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
+  load_head_tile<kKeys, D>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
+  __syncthreads();
+}
+
 // A thread's place in the fragments (lane = 4 g + t) and its two rows of the block's tile: row
 // and row + 8, in its warp's 16.
 struct Lane {
@@ -163,7 +174,7 @@ constexpr int kCols = 64;           // rows of a streamed tile (the score tile's
 
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(Tf32Forward a, AttentionShape s, float scale_log2) {
+    forward_kernel(ForwardTensors<float> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) float smem[];
@@ -179,10 +190,7 @@ __global__ void __launch_bounds__(kThreads)
   float o[N][4] = {}, m[2] = {-kInf, -kInf}, l[2] = {0.f, 0.f};
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
-    __syncthreads();  // the previous tile's readers are done with sK, sV
-    load_head_tile<kCols, D>(sK, a.k, a.ks, tile.b, kvh, k0, s.tk, s.dh);
-    load_head_tile<kCols, D>(sV, a.v, a.vs, tile.b, kvh, k0, s.tk, s.dh);
-    __syncthreads();
+    load_key_tile<kCols, D>(sK, sV, a, tile.b, kvh, k0, s);
 
     float sc[8][4];
     score_tile<D>(sc, sQ, row, sK, g, t);
@@ -240,7 +248,7 @@ __global__ void __launch_bounds__(kThreads)
 // queries).
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    dkdv_kernel(Tf32Backward a, AttentionShape s, float scale_log2) {
+    dkdv_kernel(BackwardTensors<float> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   extern __shared__ __align__(16) float smem[];
   float* sK = smem;
@@ -303,7 +311,7 @@ __global__ void __launch_bounds__(kThreads)
 // see as the forward did.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    dq_kernel(Tf32Backward a, AttentionShape s, float scale_log2) {
+    dq_kernel(BackwardTensors<float> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   extern __shared__ __align__(16) float smem[];
   float* sQ = smem;
@@ -327,10 +335,7 @@ __global__ void __launch_bounds__(kThreads)
   float dq[N][4] = {};
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
-    __syncthreads();
-    load_head_tile<kCols, D>(sK, a.k, a.ks, tile.b, kvh, k0, s.tk, s.dh);
-    load_head_tile<kCols, D>(sV, a.v, a.vs, tile.b, kvh, k0, s.tk, s.dh);
-    __syncthreads();
+    load_key_tile<kCols, D>(sK, sV, a, tile.b, kvh, k0, s);
 
     float p[8][4], ds[8][4];
     score_tile<D>(p, sQ, row, sK, g, t);
@@ -363,7 +368,7 @@ bool tf32_attention_available() {
   return available;
 }
 
-void attention_forward_tf32(const Tf32Forward& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+void attention_forward_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
     const size_t bytes = sizeof(float) * (kRows + 2 * kCols) * Tile<D>::kPitch;
     launch_tiled(forward_kernel<D>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, bytes, stream, "attention", a,
@@ -371,7 +376,7 @@ void attention_forward_tf32(const Tf32Forward& a, const AttentionShape& s, float
   });
 }
 
-void attention_backward_tf32(const Tf32Backward& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+void attention_backward_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
     const size_t tiles = sizeof(float) * 2 * (kRows + kCols) * Tile<D>::kPitch;
     launch_tiled(dkdv_kernel<D>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads,

@@ -107,24 +107,28 @@ void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, si
   launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), threads, bytes, stream, op, std::forward<Args>(args)...);
 }
 
-// The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on, when the build
-// has them (sm_80 or newer). q, k, v, dout, out, dq, dk and dv have a contiguous last dim (any
-// other strides); lse and delta are contiguous.
-bool tf32_attention_available();
-struct Tf32Forward {
-  const float *q, *k, *v;
+// The tensors of one attention call, as the kernels of both families take them: q, k, v, dout,
+// out, dq, dk and dv have a contiguous last dim (any other strides); lse and delta are contiguous.
+template <class T>
+struct ForwardTensors {
+  const T *q, *k, *v;
   HeadStrides qs, ks, vs;
-  float *out, *lse;
+  T *out, *lse;
   HeadStrides os;
 };
-void attention_forward_tf32(const Tf32Forward& a, const AttentionShape& s, float scale, cudaStream_t stream);
-
-struct Tf32Backward {
-  const float *q, *k, *v, *dout, *lse, *delta;
+template <class T>
+struct BackwardTensors {
+  const T *q, *k, *v, *dout, *lse, *delta;
   HeadStrides qs, ks, vs, dos;
-  float *dq, *dk, *dv;
+  T *dq, *dk, *dv;
   HeadStrides dqs, dks, dvs;
 };
-void attention_backward_tf32(const Tf32Backward& a, const AttentionShape& s, float scale, cudaStream_t stream);
+
+// The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on, when the build
+// has them (sm_80 or newer).
+bool tf32_attention_available();
+void attention_forward_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream);
+void attention_backward_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale,
+                             cudaStream_t stream);
 
 }  // namespace linea::cuda::attention_tiles

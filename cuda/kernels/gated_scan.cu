@@ -98,9 +98,11 @@ __device__ void load_value_side(T* sv, T* sev, T* sdo, const T* v, const T* gv, 
   }
 }
 
-// The block's rows of a (sequences, dv, dk) tensor into registers (zeros where src is null), and back.
-template <class T, int CK>
-__device__ void load_rows(T (&x)[kRowsPerWarp][CK], const T* src, const ScanShape& s, int64_t seq) {
+// Calls f(r, c, in, at) for each register x[r][c] of the block's rows of a (sequences, dv, dk)
+// tensor: `at` is the element's offset, `in` whether it exists (a row past dv or a column past dk
+// does not).
+template <int CK, class F>
+__device__ __forceinline__ void for_each_row_element(const ScanShape& s, int64_t seq, F&& f) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -108,22 +110,23 @@ __device__ void load_rows(T (&x)[kRowsPerWarp][CK], const T* src, const ScanShap
 #pragma unroll
     for (int c = 0; c < CK; ++c) {
       const int64_t j = lane + 32 * c;
-      x[r][c] = src != nullptr && holds_row(r, s) && j < s.dk ? src[(seq * s.dv + i) * s.dk + j] : T(0);
+      f(r, c, holds_row(r, s) && j < s.dk, (seq * s.dv + i) * s.dk + j);
     }
   }
 }
+
+// The block's rows of a (sequences, dv, dk) tensor into registers (zeros where src is null), and back.
+template <class T, int CK>
+__device__ void load_rows(T (&x)[kRowsPerWarp][CK], const T* src, const ScanShape& s, int64_t seq) {
+  for_each_row_element<CK>(s, seq, [&](int r, int c, bool in, int64_t at) {
+    x[r][c] = src != nullptr && in ? src[at] : T(0);
+  });
+}
 template <class T, int CK>
 __device__ void store_rows(const T (&x)[kRowsPerWarp][CK], T* dst, const ScanShape& s, int64_t seq) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int64_t i = blockIdx.y * s.block_rows + local_row(r);
-#pragma unroll
-    for (int c = 0; c < CK; ++c) {
-      const int64_t j = lane + 32 * c;
-      if (holds_row(r, s) && j < s.dk) dst[(seq * s.dv + i) * s.dk + j] = x[r][c];
-    }
-  }
+  for_each_row_element<CK>(s, seq, [&](int r, int c, bool in, int64_t at) {
+    if (in) dst[at] = x[r][c];
+  });
 }
 
 // One saved state of this block in the backward's scratch: each lane's own values, laid out so
@@ -416,11 +419,6 @@ ScanShape shape_of(const Tensor& q, const Tensor& v, const Tensor& gk, const Ten
 
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? contiguous_copy(t) : t; }
 
-template <class T>
-const T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-template <class T>
-T* out_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-
 // A scratch buffer of n elements of T, or none for n = 0.
 template <class T>
 std::unique_ptr<DeviceBuffer> scratch_of(int64_t n, int device) {
@@ -441,7 +439,7 @@ void sequential_forward(const Tensor& q_, const Tensor& k_, const Tensor& v_, co
       const size_t bytes = sizeof(T) * Tiles<T, 32 * CK>::elements;
       launch_kernel(gated_scan_forward_kernel<T, CK>, grid, kBlockThreads, bytes, stream, "gated_scan", q.data<T>(),
                     k.data<T>(), v.data<T>(), data_or_null<T>(gk), data_or_null<T>(gv), data_or_null<T>(s0),
-                    out.data<T>(), out_or_null<T>(final_state), s);
+                    out.data<T>(), data_or_null<T>(final_state), s);
     });
   });
 }
@@ -487,8 +485,8 @@ void sequential_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, c
       launch_kernel(gated_scan_backward_kernel<T, CK>, grid, kBlockThreads, bytes, stream, "gated_scan_backward",
                     q.data<T>(), k.data<T>(), v.data<T>(), data_or_null<T>(gk), data_or_null<T>(gv),
                     data_or_null<T>(s0), dout.data<T>(), data_or_null<T>(dfinal), target(dq, direct, dq_parts),
-                    target(dk, direct, dk_parts), target(dgk, gk_direct, dgk_parts), out_or_null<T>(dv),
-                    target(dgv, gv_direct, dgv_full), out_or_null<T>(dinitial), states->as<T>(), s);
+                    target(dk, direct, dk_parts), target(dgk, gk_direct, dgk_parts), data_or_null<T>(dv),
+                    target(dgv, gv_direct, dgv_full), data_or_null<T>(dinitial), states->as<T>(), s);
 
       auto finish = [&](const Tensor& out, const Buffer& parts, int64_t n_slices, int64_t width) {
         if (!out.defined() || !parts) return;

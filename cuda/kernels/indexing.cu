@@ -60,36 +60,32 @@ class BadIndexFlag {
   int device_;
 };
 
+// out[e] = in[base(e) + v * dim_stride] for index value v, which the caller read for element e;
+// a v outside [0, size) is reported instead.
+template <class E>
+__device__ __forceinline__ void copy_indexed(const E* in, E* out, int64_t e, int64_t v, const StridedOffsets<1>& base,
+                                             int64_t size, int64_t dim_stride, int64_t* bad) {
+  if (v < 0 || v >= size) {
+    report_bad_index(bad, v);
+    return;
+  }
+  int64_t o[1];
+  base.at(e, o);
+  out[e] = in[o[0] + v * dim_stride];
+}
+
 // out[e] = in[base(e) + index[(e / inner) % count] * dim_stride]
 template <class E>
 __global__ void index_select_kernel(const E* in, E* out, const int64_t* index, int64_t n, StridedOffsets<1> base,
                                     int64_t inner, int64_t count, int64_t size, int64_t dim_stride, int64_t* bad) {
-  LINEA_GRID_STRIDE_LOOP(e, n) {
-    const int64_t v = index[(e / inner) % count];
-    if (v < 0 || v >= size) {
-      report_bad_index(bad, v);
-      continue;
-    }
-    int64_t o[1];
-    base.at(e, o);
-    out[e] = in[o[0] + v * dim_stride];
-  }
+  LINEA_GRID_STRIDE_LOOP(e, n) copy_indexed(in, out, e, index[(e / inner) % count], base, size, dim_stride, bad);
 }
 
 // out[e] = in[base(e) + index[e] * dim_stride]
 template <class E>
 __global__ void gather_kernel(const E* in, E* out, const int64_t* index, int64_t n, StridedOffsets<1> base,
                               int64_t size, int64_t dim_stride, int64_t* bad) {
-  LINEA_GRID_STRIDE_LOOP(e, n) {
-    const int64_t v = index[e];
-    if (v < 0 || v >= size) {
-      report_bad_index(bad, v);
-      continue;
-    }
-    int64_t o[1];
-    base.at(e, o);
-    out[e] = in[o[0] + v * dim_stride];
-  }
+  LINEA_GRID_STRIDE_LOOP(e, n) copy_indexed(in, out, e, index[e], base, size, dim_stride, bad);
 }
 
 // Sources grouped by target, in a stable order: groups[0, unique) are the distinct targets

@@ -55,17 +55,9 @@ void gemm_batched(const Gemm& g, const matmul_layout::Operand& la, const matmul_
 }  // namespace
 
 void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) const {
-  const int64_t nd = out.dim();
-  const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a_in.size(nd - 1);
-  if (out.numel() == 0) return;
-  if (k == 0) {
-    fill(out, 0.0);
-    return;
-  }
-  const Tensor a = matmul_layout::operand_of(a_in).ok ? a_in : contiguous_copy(a_in);
-  const Tensor b = matmul_layout::operand_of(b_in).ok ? b_in : contiguous_copy(b_in);
-  const matmul_layout::Operand la = matmul_layout::operand_of(a), lb = matmul_layout::operand_of(b);
-  const int64_t batch = out.numel() / (m * n);
+  const std::optional<matmul_layout::Plan> plan = matmul_layout::plan(*this, a_in, b_in, out, contiguous_copy);
+  if (!plan) return;
+  const auto& [m, n, k, batch, a, b, la, lb] = *plan;
 
   use_device(device_);
   const float one_f = 1.0f, zero_f = 0.0f;

@@ -143,20 +143,11 @@ __global__ void __launch_bounds__(kParamCols* kParamRowLanes)
   }
 }
 
-// (rows, cols) of x viewed as rows of its last dim.
-struct RowsCols {
-  int64_t rows, cols;
-};
-RowsCols rows_cols(const Tensor& x) {
-  const int64_t cols = x.dim() ? x.size(-1) : 1;
-  return {cols ? x.numel() / cols : 0, cols};
-}
-
 // Launches the partial-sum and chunk-sum kernels for dweight (and dbias when defined).
 template <class T, bool kRms>
 void norm_param_grads(int device, cudaStream_t stream, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                       const Tensor& dy, const Tensor& dweight, const Tensor& dbias, const char* op) {
-  const RowsCols rc = rows_cols(x);
+  const RowsCols rc = rows_cols(x.shape());
   // Chunks of at least 64 rows, at most 256 of them: enough blocks to fill the device for the usual
   // widths, and a partial buffer of at most 256 x C.
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(256, rc.rows / 64));
@@ -184,17 +175,12 @@ void norm_param_grads(int device, cudaStream_t stream, const Tensor& x, const Te
 // weight and bias may be undefined (no affine part).
 Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous_copy(t) : t; }
 
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 }  // namespace
 
 void CudaBackend::layer_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_, double eps, const Tensor& y,
                              const Tensor& mean, const Tensor& rstd) const {
   check_on_device(device_, "layer_norm", {&x_, &weight_, &bias_, &y, &mean, &rstd});
-  const RowsCols rc = rows_cols(x_);
+  const RowsCols rc = rows_cols(x_.shape());
   if (rc.rows == 0) return;
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), bias = contiguous_or_none(bias_);
@@ -212,7 +198,7 @@ void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, c
                                       const Tensor& rstd_, const Tensor& dy_, const Tensor& dx, const Tensor& dweight,
                                       const Tensor& dbias) const {
   check_on_device(device_, "layer_norm_backward", {&x_, &weight_, &mean_, &rstd_, &dy_, &dx, &dweight, &dbias});
-  const RowsCols rc = rows_cols(x_);
+  const RowsCols rc = rows_cols(x_.shape());
   const cudaStream_t stream = use_device(device_);
   if (rc.rows == 0) {  // no rows: the parameter gradients are empty sums
     if (dweight.defined()) fill(dweight, 0.0);
@@ -237,7 +223,7 @@ void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, c
 void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, const Tensor& y,
                            const Tensor& rstd) const {
   check_on_device(device_, "rms_norm", {&x_, &weight_, &y, &rstd});
-  const RowsCols rc = rows_cols(x_);
+  const RowsCols rc = rows_cols(x_.shape());
   if (rc.rows == 0) return;
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_);
@@ -253,7 +239,7 @@ void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, 
 void CudaBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight_, const Tensor& rstd_, const Tensor& dy_,
                                     const Tensor& dx, const Tensor& dweight) const {
   check_on_device(device_, "rms_norm_backward", {&x_, &weight_, &rstd_, &dy_, &dx, &dweight});
-  const RowsCols rc = rows_cols(x_);
+  const RowsCols rc = rows_cols(x_.shape());
   const cudaStream_t stream = use_device(device_);
   if (rc.rows == 0) {
     if (dweight.defined()) fill(dweight, 0.0);

@@ -563,11 +563,6 @@ void launch_row_pass(const RowCount& n, std::initializer_list<const Tensor*> ten
   else launch.template operator()<1>(split, blocks);
 }
 
-template <class T>
-T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 }  // namespace
 
 void CudaBackend::normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous,

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <random>
 
@@ -242,17 +241,6 @@ TEST(Json, JsonLinesNameTheLineOfTheFile) {
   EXPECT_EQ(get<int64_t>(records[1], "step"), 2);
   EXPECT_TRUE(at(records[1], "loss").is_null());  // a NaN loss, as dump writes it
   EXPECT_LINEA_ERROR(parse_lines("{\"a\": 1}\n{\"a\": 2}\n{\"a\": ", "log.jsonl"), "log.jsonl, line 3, column 7");
-}
-
-TEST(Json, FilesRoundTrip) {
-  const std::string path = (std::filesystem::temp_directory_path() / "linea_json_test.json").string();
-  Value v;
-  v["name"] = "run";
-  v["seed"] = uint64_t{42};
-  write_file(path, v);
-  EXPECT_EQ(read_file(path), v);
-  std::remove(path.c_str());
-  EXPECT_LINEA_ERROR(read_file(path), "cannot open", "linea_json_test.json");
 }
 
 // Parses text; anything but success or linea::Error (a crash, another exception) fails the test.

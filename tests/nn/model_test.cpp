@@ -46,14 +46,26 @@ TEST(LanguageModel, ParameterNamesAreHierarchical) {
   std::set<std::string> names;
   for (const auto& p : tied.named_parameters()) names.insert(p.name);
   EXPECT_TRUE(names.count("embed.weight"));
-  EXPECT_TRUE(names.count("blocks.0.attn.q_proj.weight"));
-  EXPECT_TRUE(names.count("blocks.1.attn_norm.weight"));
+  EXPECT_TRUE(names.count("blocks.0.mixer.q_proj.weight"));
+  EXPECT_TRUE(names.count("blocks.1.mixer_norm.weight"));
   EXPECT_TRUE(names.count("final_norm.weight"));
   EXPECT_FALSE(names.count("head.weight"));
   ModelConfig untied_config = small_config("SR");
   untied_config.tie_embeddings = false;
   LanguageModel untied(untied_config, gen);
   EXPECT_EQ(untied.num_parameters(), tied.num_parameters() + 13 * 16);
+}
+
+// Checkpoints of older versions called the block's mixer "attn" (nn/model.h).
+TEST(LanguageModel, MapsTheParameterNamesOfOlderVersions) {
+  EXPECT_EQ(current_parameter_name("blocks.0.attn.q_proj.weight"), "blocks.0.mixer.q_proj.weight");
+  EXPECT_EQ(current_parameter_name("blocks.12.attn_norm.weight"), "blocks.12.mixer_norm.weight");
+  EXPECT_EQ(current_parameter_name("exp_avg.blocks.3.attn.gate.bias"), "exp_avg.blocks.3.mixer.gate.bias");
+  EXPECT_EQ(current_parameter_name("step.blocks.3.attn_norm.weight"), "step.blocks.3.mixer_norm.weight");
+  // Only the block's own member, and only inside blocks.<i>.
+  for (const char* same : {"blocks.0.mixer.q_proj.weight", "blocks.0.mlp.attn.weight", "blocks.x.attn.weight",
+                           "attn.weight", "embed.weight", "lr", ""})
+    EXPECT_EQ(current_parameter_name(same), same);
 }
 
 // Decoding with step() reproduces forward's logits, for a model holding every layer letter.

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "tests/train/temp_dir.h"
+#include "nn/model.h"
 #include "tests/test_util.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
@@ -121,6 +122,67 @@ TEST(Checkpoint, ResumedOptimizerMatchesAnUninterruptedOne) {
   run(resumed, after, 3, 7);
   for (size_t i = 0; i < straight.size(); ++i)
     EXPECT_EQ(resumed[i].tensor.to_vector<float>(), straight[i].tensor.to_vector<float>());
+}
+
+// What a checkpoint of an older version holds: the block's mixer and its norm under their old
+// names (blocks.<i>.attn, blocks.<i>.attn_norm), in the weights and in the optimizer's entries.
+std::string old_name(std::string key) {
+  for (const auto& [now, before] : {std::pair{".mixer_norm.", ".attn_norm."}, std::pair{".mixer.", ".attn."}}) {
+    const size_t at = key.find(now);
+    if (at != std::string::npos) key.replace(at, std::string(now).size(), before);
+  }
+  return key;
+}
+
+template <class Map>
+Map with_old_names(const Map& entries) {
+  Map out;
+  for (const auto& [key, value] : entries) out.emplace(old_name(key), value);
+  return out;
+}
+
+TEST(Checkpoint, LoadsTheParameterNamesOfOlderVersions) {
+  linea::testing::TempDir root;
+  nn::ModelConfig config;
+  config.vocab_size = 11;
+  config.d_model = 8;
+  config.heads = 2;
+  config.pattern = "SR";
+  Generator gen(3);
+  nn::LanguageModel model(config, gen);
+  AdamW opt(model.named_parameters());
+  for (NamedParameter& p : model.named_parameters()) p.tensor.set_grad(ones_like(p.tensor));
+  opt.step();
+
+  Checkpoint c;
+  c.model = with_old_names(model.state_dict());
+  c.optimizer = opt.state();
+  c.optimizer.tensors = with_old_names(c.optimizer.tensors);
+  c.optimizer.scalars = with_old_names(c.optimizer.scalars);
+  ASSERT_TRUE(c.model.count("blocks.0.attn.q_proj.weight"));
+  ASSERT_TRUE(c.model.count("blocks.1.attn_norm.weight"));
+  ASSERT_TRUE(c.optimizer.tensors.count("exp_avg.blocks.0.attn.q_proj.weight"));
+  ASSERT_TRUE(c.optimizer.scalars.count("step.blocks.1.attn_norm.weight"));
+  c.trainer.step = 1;
+  const Checkpoint loaded = load_checkpoint(save_checkpoint(root.path(), c));
+
+  Generator other(4);
+  nn::LanguageModel fresh(config, other);
+  fresh.load_state_dict(loaded.model);  // strict: every name must match
+  AdamW fresh_opt(fresh.named_parameters());
+  fresh_opt.load_state(loaded.optimizer);
+  expect_same_tensors(fresh.state_dict(), model.state_dict());
+  expect_same_tensors(fresh_opt.state().tensors, opt.state().tensors);
+  EXPECT_EQ(fresh_opt.state().scalars, opt.state().scalars);
+}
+
+TEST(Checkpoint, RefusesAParameterUnderItsOldAndItsCurrentName) {
+  linea::testing::TempDir root;
+  Checkpoint c = make_checkpoint(1);
+  c.model["blocks.0.attn_norm.weight"] = ones({3});
+  c.model["blocks.0.mixer_norm.weight"] = ones({3});
+  const std::string dir = save_checkpoint(root.path(), c);
+  EXPECT_LINEA_ERROR(load_checkpoint(dir), "model.safetensors", "blocks.0.mixer_norm.weight", "old name");
 }
 
 TEST(Checkpoint, KeepsTheLastFewAndPointsAtTheNewest) {

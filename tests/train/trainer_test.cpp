@@ -238,6 +238,35 @@ TEST(Trainer, RefusesBadInput) {
   std::fclose(null);
 }
 
+// The sample's prompt is checked as `linea generate` checks its own (train/prompt.h), before the
+// first step: refused when the run's tokenizer cannot encode it, or with drop_unknown, sampled
+// without those pieces after a warning naming them.
+TEST(Trainer, SamplePromptTheTokenizerCannotEncode) {
+  TempDir dir;
+  write_corpus(dir);
+  std::FILE* null = quiet();
+  TrainOptions o = tiny_options(dir, "prompt");
+  o.prompt = "The queries";
+  EXPECT_LINEA_ERROR(train_model(o, null), "1 character that the run's char tokenizer cannot encode",
+                     "'T' (U+0054) at character 1", "--drop-unknown");
+  EXPECT_FALSE(std::filesystem::exists(o.out)) << "refused before training";
+  o.sample_tokens = 0;  // no sample, no prompt to check
+  EXPECT_NO_THROW(train_model(o, null));
+  std::fclose(null);
+
+  o = tiny_options(dir, "dropped");
+  o.prompt = "The queries";
+  o.drop_unknown = true;
+  std::FILE* out = std::tmpfile();
+  const TrainResult result = train_model(o, out);
+  std::rewind(out);
+  std::string printed;
+  for (int c; (c = std::fgetc(out)) != EOF;) printed += static_cast<char>(c);
+  std::fclose(out);
+  EXPECT_NE(printed.find("warning: dropped from the prompt 1 character"), std::string::npos) << printed;
+  EXPECT_EQ(result.sample.rfind("he queries", 0), 0u) << result.sample;
+}
+
 // A fresh run pointed at a directory that already holds one is refused, and the run there is
 // left as it was: its log and its checkpoints.
 TEST(Trainer, FreshRunDoesNotOverwriteAnExistingRun) {
