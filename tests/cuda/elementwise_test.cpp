@@ -156,6 +156,38 @@ TEST(CudaElementwise, UnaryOnAMillionElements) {
   EXPECT_TRUE(matches_cpu(tanh(on_gpu(t)), tanh(t)));
 }
 
+// Contiguous operands take a packed kernel (16 bytes per thread and step, the last n % 4 or n % 2
+// elements one by one): sizes around the pack, a view one element in (not 16-byte aligned: the
+// strided loop) and an output that is also an input.
+TEST(CudaElementwise, PackedContiguousKernelsMatchTheCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kFloats)
+    for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 1027, 4099}) {
+      const std::string what = dtype_name(dtype) + std::string(" n ") + std::to_string(n);
+      const Tensor x = random_normal({n + 1}, dtype, 20), y = random_normal({n + 1}, dtype, 21);
+      const Tensor x_g = on_gpu(x), y_g = on_gpu(y);
+      for (int64_t start : {0, 1}) {
+        const Tensor a = slice(x, 0, start, start + n), b = slice(y, 0, start, start + n);
+        const Tensor a_g = slice(x_g, 0, start, start + n), b_g = slice(y_g, 0, start, start + n);
+        const Tensor out = empty({n}, dtype), out_g = empty({n}, dtype, gpu());
+        cpu_kernels().unary(UnaryOp::Tanh, a, out);
+        gpu_kernels().unary(UnaryOp::Tanh, a_g, out_g);
+        EXPECT_TRUE(matches_cpu(out_g, out)) << "tanh " << what << " from " << start;
+        cpu_kernels().unary_grad(UnaryOp::GeluErfGrad, a, b, out);
+        gpu_kernels().unary_grad(UnaryOp::GeluErfGrad, a_g, b_g, out_g);
+        EXPECT_TRUE(matches_cpu(out_g, out)) << "gelu grad " << what << " from " << start;
+        cpu_kernels().binary(BinaryOp::Add, a, b, out);
+        gpu_kernels().binary(BinaryOp::Add, a_g, b_g, out_g);
+        EXPECT_TRUE(same_values(out_g, out)) << "add " << what << " from " << start;
+      }
+      // In place: out is the first input.
+      const Tensor inplace = clone(x), inplace_g = on_gpu(x);
+      cpu_kernels().binary(BinaryOp::Mul, inplace, y, inplace);
+      gpu_kernels().binary(BinaryOp::Mul, inplace_g, y_g, inplace_g);
+      EXPECT_TRUE(same_values(inplace_g, inplace)) << "in-place mul " << what;
+    }
+}
+
 const BinaryOp kArithmetic[] = {BinaryOp::Add, BinaryOp::Sub,     BinaryOp::Mul,    BinaryOp::Div,
                                 BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum};
 const BinaryOp kComparisons[] = {BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
