@@ -170,11 +170,11 @@ TEST(CudaElementwise, PackedContiguousKernelsMatchTheCpu) {
         const Tensor a = slice(x, 0, start, start + n), b = slice(y, 0, start, start + n);
         const Tensor a_g = slice(x_g, 0, start, start + n), b_g = slice(y_g, 0, start, start + n);
         const Tensor out = empty({n}, dtype), out_g = empty({n}, dtype, gpu());
-        cpu_kernels().unary(UnaryOp::Tanh, a, out);
-        gpu_kernels().unary(UnaryOp::Tanh, a_g, out_g);
+        cpu_kernels().unary(UnaryOp::Tanh, a, out, {});
+        gpu_kernels().unary(UnaryOp::Tanh, a_g, out_g, {});
         EXPECT_TRUE(matches_cpu(out_g, out)) << "tanh " << what << " from " << start;
-        cpu_kernels().unary_grad(UnaryOp::GeluErfGrad, a, b, out);
-        gpu_kernels().unary_grad(UnaryOp::GeluErfGrad, a_g, b_g, out_g);
+        cpu_kernels().unary_grad(UnaryOp::GeluErfGrad, a, b, out, {});
+        gpu_kernels().unary_grad(UnaryOp::GeluErfGrad, a_g, b_g, out_g, {});
         EXPECT_TRUE(matches_cpu(out_g, out)) << "gelu grad " << what << " from " << start;
         cpu_kernels().binary(BinaryOp::Add, a, b, out);
         gpu_kernels().binary(BinaryOp::Add, a_g, b_g, out_g);
