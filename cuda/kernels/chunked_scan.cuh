@@ -130,13 +130,6 @@ __device__ __forceinline__ void zero(T (&acc)[NT][4]) {
   for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = T(0);
 }
 
-// An operand as the products take it: rounded to TF32 for the tensor cores, itself on the exact path.
-template <bool kTensorCores, class T>
-__device__ __forceinline__ T tf32_operand(T x) {
-  if constexpr (kTensorCores) return to_tf32(x);
-  else return x;
-}
-
 // acc (the warp's 16 rows x its NT tiles of a result's columns, accumulator layout) += A B over k
 // in [0, K) (K a multiple of 8), for its tiles n in [n_lo, n_hi) (warp-uniform bounds). A and B
 // are given elementwise: a(row, k) with row 0..15, b(k, column).
@@ -144,9 +137,7 @@ __device__ __forceinline__ T tf32_operand(T x) {
 // numbering of the contraction gives the same sum). For operands whose k runs down the rows of a
 // shared tile with rows of 4 mod 32 words, lanes then read 8 different rows 2t, 2t + 1 and 8
 // columns g: 32 different banks, where t and t + 4 would put two lanes in one bank.
-// kRound: the operands are rounded to TF32 as they are read; false where a and b return values
-// rounded already (tf32_operand), as the mild chunks' tiles are rounded once when loaded.
-template <bool kTensorCores, bool kPairedK = false, bool kRound = true, int NT, class T, class FA, class FB>
+template <bool kTensorCores, bool kPairedK = false, int NT, class T, class FA, class FB>
 __device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, const Columns& cols, int n_lo, int n_hi,
                                              const FA& a, const FB& b) {
   static_assert(!kTensorCores || std::is_same_v<T, float>, "the tensor cores take float32 (as TF32)");
@@ -155,14 +146,13 @@ __device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, const Colum
     const int k_first = kPairedK ? 2 * l.t : l.t, k_second = kPairedK ? 2 * l.t + 1 : l.t + 4;
 #pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += 8) {
-      auto tf32 = [](float x) { return kRound ? to_tf32(x) : x; };
-      const float af[4] = {tf32(a(l.g, k0 + k_first)), tf32(a(l.g + 8, k0 + k_first)), tf32(a(l.g, k0 + k_second)),
-                           tf32(a(l.g + 8, k0 + k_second))};
+      const float af[4] = {to_tf32(a(l.g, k0 + k_first)), to_tf32(a(l.g + 8, k0 + k_first)),
+                           to_tf32(a(l.g, k0 + k_second)), to_tf32(a(l.g + 8, k0 + k_second))};
 #pragma unroll
       for (int n = 0; n < NT; ++n)
         if (n >= n_lo && n < n_hi) {
           const int col = cols.first + cols.step * n + l.g;
-          mma_tf32(acc[n], af, tf32(b(k0 + k_first, col)), tf32(b(k0 + k_second, col)));
+          mma_tf32(acc[n], af, to_tf32(b(k0 + k_first, col)), to_tf32(b(k0 + k_second, col)));
         }
     }
   } else {
@@ -205,9 +195,7 @@ __device__ __forceinline__ T decayed_dot(const T* X, const T* Y, const Side<T>& 
 // The block's stripes lie one after another, so once every stripe is written they hold the whole
 // matrix, rows t at stripes + t kStripePitch; the anti-causal products read it transposed
 // (decayed_product) instead of computing it again. Every warp of the block must call it.
-// kRounded: X and Y hold TF32 values already (a mild chunk's tiles). The stripe is stored rounded
-// to TF32 (on the tensor cores), as the products read it; the s = t terms in diag are not.
-template <bool kTensorCores, bool kRounded, class T>
+template <bool kTensorCores, class T>
 __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const Side<T>& side, const WarpPart& w) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, LP = G::kLogPitch, NT = G::kStripeTiles;
@@ -245,9 +233,8 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
       }
     }
   } else {
-    warp_product<kTensorCores, false, !kRounded>(acc, kWidth, cols, all.lo, all.hi,
-                                                 [&](int r, int c) { return X[(r0 + r) * P + c]; },
-                                                 [&](int c, int s) { return Y[s * P + c]; });
+    warp_product<kTensorCores>(acc, kWidth, cols, all.lo, all.hi, [&](int r, int c) { return X[(r0 + r) * P + c]; },
+                               [&](int c, int s) { return Y[s * P + c]; });
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -262,8 +249,7 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      stripe[fragment_row(l, e) * G::kStripePitch + cols.of(l, n, e)] = tf32_operand<kTensorCores>(acc[n][e]);
+    for (int e = 0; e < 4; ++e) stripe[fragment_row(l, e) * G::kStripePitch + cols.of(l, n, e)] = acc[n][e];
   __syncthreads();
 }
 
@@ -271,10 +257,9 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
 // (as the block's score_stripe calls left it in `scores`, s = t terms excluded) with Y:
 //   causal        rows t = 16 a + r:  out[r][c] += sum_{s < t} S[t][s] Y[s][c] exp(L_t,c - L_s,c)
 //   anti-causal   rows s = 16 a + r:  out[r][c] += sum_{t > s} S[t][s] Y[t][c] exp(L_t,c - L_s,c)
-// The causal product reads the warp's own stripe, the anti-causal one the matrix transposed
-// (score_stripe stored both rounded to TF32). kYRounded: Y holds TF32 values already.
+// The causal product reads the warp's own stripe, the anti-causal one the matrix transposed.
 // The contraction runs down Y's rows: paired k-slots (warp_product).
-template <bool kTensorCores, bool kCausal, bool kYRounded, class T>
+template <bool kTensorCores, bool kCausal, class T>
 __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, const T* Y, const Side<T>& side,
                                 const WarpPart& w) {
   using G = Geometry<T>;
@@ -289,18 +274,15 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, con
   if (side.mode != kChannelDecay) {
     const double* L = side.log;
     const bool scalar = side.mode == kScalarDecay;
-    warp_product<kTensorCores, true, false>(
+    warp_product<kTensorCores, true>(
         out, k_end - k_begin, cols, 0, kChannelTiles,
         [&](int r, int k) {
           const int p = k_begin + k, row = r0 + r;
           const T s = score(r, p);
           if (!scalar || s == T(0)) return s;
-          return tf32_operand<kTensorCores>(kCausal ? s * exp_to<T>(L[row] - L[p]) : s * exp_to<T>(L[p] - L[row]));
+          return kCausal ? s * exp_to<T>(L[row] - L[p]) : s * exp_to<T>(L[p] - L[row]);
         },
-        [&](int k, int c) {
-          const T y = Y[(k_begin + k) * P + c];
-          return kYRounded ? y : tf32_operand<kTensorCores>(y);
-        });
+        [&](int k, int c) { return Y[(k_begin + k) * P + c]; });
     return;
   }
   const double* L = side.log;
@@ -311,12 +293,11 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, con
     const double* ref = L + (kCausal ? r0 - 1 : r0 + kSub - 1) * LP;
     T tmp[kChannelTiles][4];
     zero(tmp);
-    warp_product<kTensorCores, true, false>(
+    warp_product<kTensorCores, true>(
         tmp, off_end - off_begin, cols, 0, kChannelTiles, [&](int r, int k) { return score(r, off_begin + k); },
         [&](int k, int c) {
           const int p = off_begin + k;
-          return tf32_operand<kTensorCores>(Y[p * P + c] *
-                                            exp_to<T>(kCausal ? ref[c] - L[p * LP + c] : L[p * LP + c] - ref[c]));
+          return Y[p * P + c] * exp_to<T>(kCausal ? ref[c] - L[p * LP + c] : L[p * LP + c] - ref[c]);
         });
 #pragma unroll
     for (int n = 0; n < kChannelTiles; ++n)

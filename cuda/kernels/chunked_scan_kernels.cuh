@@ -515,11 +515,8 @@ struct Scaling {
 // in the backward dout, and the value side's decays over the value tile; the state before the
 // chunk, and in the backward dh'), sums the decays, and decides the chunk's way (the file's
 // header): returns whether it is mild, after rescaling the operands for that way. Fills key_last
-// and value_last (exp(L_last) per channel) either way. Ends with a __syncthreads. On the tensor
-// cores a mild chunk's rescaled tiles are stored rounded to TF32: every product reads them so,
-// and rounding each element once here spares a rounding at every read (about a fifth of the
-// per-chunk kernels' instructions); the elementwise terms then see the rounded values too.
-template <class T, bool kTensorCores>
+// and value_last (exp(L_last) per channel) either way. Ends with a __syncthreads.
+template <class T>
 __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads, last = C - 1;
@@ -563,10 +560,10 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     key_down[i] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(-key.at(t, c));
     value_up[i] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(value.at(t, c));
     value_down[i] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(-value.at(t, c));
-    s.q[t * P + c] = tf32_operand<kTensorCores>(s.q[t * P + c] * key_up[i]);
-    s.k[t * P + c] = tf32_operand<kTensorCores>(s.k[t * P + c] * key_down[i]);
-    s.v[t * P + c] = tf32_operand<kTensorCores>(s.v[t * P + c] * value_down[i]);
-    if (backward) s.dout[t * P + c] = tf32_operand<kTensorCores>(s.dout[t * P + c] * value_up[i]);
+    s.q[t * P + c] *= key_up[i];
+    s.k[t * P + c] *= key_down[i];
+    s.v[t * P + c] *= value_down[i];
+    if (backward) s.dout[t * P + c] *= value_up[i];
   }
   __syncthreads();
   const ScaleFactors<T> key_factors = mild_factors<T>(s.Lk), value_factors = mild_factors<T>(s.Lv);
@@ -611,25 +608,22 @@ __device__ void store_rows(const T (&x)[kChannelTiles][4], const Operand<T>& out
 // with f = exp(L_t) of the contracted side, or with `to_end` the decay from t to the chunk's end,
 // exp(L_last - L_t) (dv: X = k, M = dh'; dk: X = v, M = dh'); f = 1 without decay. A mild chunk's
 // operands carry exp(-L_t) already: there f is the channel's exp(L_last) (`channel_factor`).
-// Transposed, the contraction runs down M's rows: paired k-slots (warp_product). kXRounded: X
-// holds TF32 values already (M, a state, never does).
-template <bool kTensorCores, bool kTransposed, bool kXRounded, class T>
+// Transposed, the contraction runs down M's rows: paired k-slots (warp_product).
+template <bool kTensorCores, bool kTransposed, class T>
 __device__ void through_state(T (&out)[kChannelTiles][4], const T* X, const Side<T>& side, const T* M,
                               const WarpPart& w, bool to_end, const T* channel_factor = nullptr) {
   constexpr int P = Geometry<T>::kPitch, last = Geometry<T>::kChunk - 1;
   const int r0 = w.r0();
   const bool decays = side.mode != kNoDecay;
-  warp_product<kTensorCores, kTransposed, false>(
+  warp_product<kTensorCores, kTransposed>(
       out, kWidth, channel_columns(w), 0, kChannelTiles,
       [&](int r, int c) {
         const int t = r0 + r;
         const T x = X[t * P + c];
-        if (channel_factor != nullptr) return tf32_operand<kTensorCores>(x * channel_factor[c]);
-        if (decays)
-          return tf32_operand<kTensorCores>(x * exp_to<T>(to_end ? side.at(last, c) - side.at(t, c) : side.at(t, c)));
-        return kXRounded ? x : tf32_operand<kTensorCores>(x);
+        if (channel_factor != nullptr) return x * channel_factor[c];
+        return decays ? x * exp_to<T>(to_end ? side.at(last, c) - side.at(t, c) : side.at(t, c)) : x;
       },
-      [&](int c, int n) { return tf32_operand<kTensorCores>(kTransposed ? M[c * P + n] : M[n * P + c]); });
+      [&](int c, int n) { return kTransposed ? M[c * P + n] : M[n * P + c]; });
 }
 
 // ---- chunk_output ----------------------------------------------------------------------------
@@ -650,12 +644,12 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
-  score_stripe<kTensorCores, kMild>(stripe, diag, s.q, s.k, key_p, w);  // A
+  score_stripe<kTensorCores>(stripe, diag, s.q, s.k, key_p, w);  // A
   T o[kChannelTiles][4], inter[kChannelTiles][4];
   zero(o);
-  decayed_product<kTensorCores, true, kMild>(o, s.stripes, s.v, value_p, w);
+  decayed_product<kTensorCores, true>(o, s.stripes, s.v, value_p, w);
   zero(inter);
-  through_state<kTensorCores, false, kMild>(inter, s.q, key_p, s.h, w, false);
+  through_state<kTensorCores, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T sum = o[n][e] + diag[t - r0] * s.v[t * P + j];
     o[n][e] = kMild ? (sum + inter[n][e]) * value.from_start(t, j) : sum + inter[n][e] * value.from_start(t, j);
@@ -670,7 +664,7 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const ChunkTiles<T> s(smem_bytes, false);
   const Place p = place_of(a, a.chunks);
-  if (prepare_chunk<T, kTensorCores>(s, a, p, false)) chunk_output_body<T, kTensorCores, true>(s, a, p);
+  if (prepare_chunk(s, a, p, false)) chunk_output_body<T, kTensorCores, true>(s, a, p);
   else chunk_output_body<T, kTensorCores, false>(s, a, p);
 }
 
@@ -734,7 +728,7 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
 //   dx^state = score_cols through dh', decayed to the chunk's end,
 //   dx       = dx~ + diag carried + dx^state (rescaled in a mild chunk),
 // and the side's decay-gradient terms w -= x dx~, z = x dx^state (the file's header).
-template <bool kTensorCores, bool kStateTransposed, bool kRounded, class T>
+template <bool kTensorCores, bool kStateTransposed, class T>
 __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s, const WarpPart& w, const T* diag,
                                const T* score_cols, const Side<T>& other, const T* other_last, const T* x,
                                const T* carried, const Side<T>& own, const Scaling<T>& scaling) {
@@ -742,11 +736,10 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s
   const int r0 = w.r0();
   const bool mild = scaling.mild;
   zero(dx);
-  decayed_product<kTensorCores, false, kRounded>(dx, s.stripes, carried, own, w);
+  decayed_product<kTensorCores, false>(dx, s.stripes, carried, own, w);
   T state[kChannelTiles][4];
   zero(state);
-  through_state<kTensorCores, kStateTransposed, kRounded>(state, score_cols, other, s.dh, w, true,
-                                                          mild ? other_last : nullptr);
+  through_state<kTensorCores, kStateTransposed>(state, score_cols, other, s.dh, w, true, mild ? other_last : nullptr);
   for_each_element(w, [&](int n, int e, int t, int c) {
     const T through = state[n][e] * scaling.to_end(t, c);
     s.w[t * P + c] -= x[t * P + c] * dx[n][e];
@@ -801,16 +794,16 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
 
   // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
-  score_stripe<kTensorCores, kMild>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
+  score_stripe<kTensorCores>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
   zero(acc);
-  decayed_product<kTensorCores, true, kMild>(acc, s.stripes, s.v, value_p, w);
+  decayed_product<kTensorCores, true>(acc, s.stripes, s.v, value_p, w);
   zero(tmp);
-  through_state<kTensorCores, false, kMild>(tmp, s.q, key_p, s.h, w, false);
+  through_state<kTensorCores, false>(tmp, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
     s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
   });
-  input_gradient<kTensorCores, false, kMild>(acc, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
+  input_gradient<kTensorCores, false>(acc, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gv_state, a.value_mode, a.grad_gv, p,
@@ -818,11 +811,11 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   __syncthreads();
 
   // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
-  score_stripe<kTensorCores, kMild>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
+  score_stripe<kTensorCores>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
   zero(acc);
-  decayed_product<kTensorCores, true, kMild>(acc, s.stripes, s.k, key_p, w);
+  decayed_product<kTensorCores, true>(acc, s.stripes, s.k, key_p, w);
   zero(tmp);
-  through_state<kTensorCores, true, kMild>(tmp, s.dout, value_p, s.h, w, false);
+  through_state<kTensorCores, true>(tmp, s.dout, value_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int i) {
     acc[n][e] += kMild ? tmp[n][e] : tmp[n][e] * key.from_start(t, i);  // dq~
     s.w[t * P + i] = s.q[t * P + i] * acc[n][e];
@@ -830,7 +823,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
     acc[n][e] = kMild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
-  input_gradient<kTensorCores, true, kMild>(acc, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
+  input_gradient<kTensorCores, true>(acc, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,
@@ -843,7 +836,7 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kerne
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const ChunkTiles<T> s(smem_bytes, true);
   const Place p = place_of(a, a.chunks);
-  if (prepare_chunk<T, kTensorCores>(s, a, p, true)) chunk_gradient_body<T, kTensorCores, true>(s, a, p);
+  if (prepare_chunk(s, a, p, true)) chunk_gradient_body<T, kTensorCores, true>(s, a, p);
   else chunk_gradient_body<T, kTensorCores, false>(s, a, p);
 }
 
