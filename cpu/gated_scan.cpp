@@ -327,9 +327,10 @@ void backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor
 }  // namespace
 
 // One kernel serves both algorithms: on the CPU the sequential one is the fast one. It writes
-// contiguous outputs.
+// contiguous outputs and keeps nothing for the backward, which recomputes.
 void CpuBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                            const Tensor& s0, const Tensor& out, const Tensor& final_state, ScanAlgorithm) const {
+                            const Tensor& s0, const Tensor& out, const Tensor& final_state, ScanAlgorithm,
+                            Tensor*) const {
   with_contiguous_outputs(*this, {&out, &final_state},
                           [&](const std::vector<Tensor>& o) { forward(q, k, v, gk, gv, s0, o[0], o[1]); });
 }
@@ -337,7 +338,7 @@ void CpuBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, c
 void CpuBackend::gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                                      const Tensor& gv, const Tensor& s0, const Tensor& dout, const Tensor& dfinal,
                                      const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
-                                     const Tensor& dgv, const Tensor& ds0, ScanAlgorithm) const {
+                                     const Tensor& dgv, const Tensor& ds0, ScanAlgorithm, const Tensor&) const {
   with_contiguous_outputs(*this, {&dq, &dk, &dv, &dgk, &dgv, &ds0}, [&](const std::vector<Tensor>& g) {
     backward(q, k, v, gk, gv, s0, dout, dfinal, g[0], g[1], g[2], g[3], g[4], g[5]);
   });

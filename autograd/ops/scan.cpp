@@ -49,11 +49,13 @@ void check_scan_inputs(const char* op, const Tensor& q, const Tensor& k, const T
               s0.describe());
 }
 
-// Runs the forward kernel into out (B, H, T, dv) and, when defined, final_state (B, H, dv, dk).
+// Runs the forward kernel into out (B, H, T, dv) and, when defined, final_state (B, H, dv, dk);
+// with a backward to come, `kept` receives what the backend keeps for it (the chunked CUDA scan:
+// the states before every chunk, so that its backward does not compute them again).
 void scan_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                  const Tensor& s0, Tensor& out, Tensor& final_state, ScanAlgorithm algorithm) {
+                  const Tensor& s0, Tensor& out, Tensor& final_state, ScanAlgorithm algorithm, Tensor* kept) {
   if (q.numel() > 0 && v.numel() > 0) {
-    backend_for(q).gated_scan(q, k, v, gk, gv, s0, out, final_state, algorithm);
+    backend_for(q).gated_scan(q, k, v, gk, gv, s0, out, final_state, algorithm, kept);
     return;
   }
   // No step, or an empty state (dk or dv of 0): o is a sum over nothing, and S_T = S_0 where the
@@ -64,15 +66,16 @@ void scan_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   else fill_(final_state, 0.0);
 }
 
-// The inputs, saved for backward, which of them want a gradient, and the algorithm.
+// The inputs, saved for backward, which of them want a gradient, the algorithm, and what the
+// forward kept for the backward (undefined: nothing).
 struct Saved {
-  SavedTensor q, k, v, gk, gv, s0;
+  SavedTensor q, k, v, gk, gv, s0, kept;
   bool need[6];
   ScanAlgorithm algorithm;
 
   Saved(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_, const Tensor& s0_,
-        ScanAlgorithm algorithm_)
-      : q(q_), k(k_), v(v_), gk(gk_), gv(gv_), s0(s0_), algorithm(algorithm_) {
+        ScanAlgorithm algorithm_, const Tensor& kept_)
+      : q(q_), k(k_), v(v_), gk(gk_), gv(gv_), s0(s0_), kept(kept_), algorithm(algorithm_) {
     const Tensor* all[6] = {&q_, &k_, &v_, &gk_, &gv_, &s0_};
     for (int i = 0; i < 6; ++i) need[i] = all[i]->defined() && all[i]->requires_grad();
   }
@@ -93,7 +96,7 @@ Grads scan_backward(const Saved& saved, const Tensor& dout, const Tensor& dfinal
   const Tensor &q = inputs[0], &v = inputs[2];
   if (q.numel() > 0 && v.numel() > 0) {
     backend_for(q).gated_scan_backward(q, inputs[1], v, inputs[3], inputs[4], inputs[5], dout, dfinal, g[0], g[1],
-                                       g[2], g[3], g[4], g[5], saved.algorithm);
+                                       g[2], g[3], g[4], g[5], saved.algorithm, saved.kept.get());
     return g;
   }
   // Empty shapes (see scan_forward): every gradient is a sum over nothing, except that with
@@ -113,11 +116,11 @@ Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, cons
                          const Tensor& initial_state, ScanAlgorithm algorithm) {
   const char* op = "gated_linear_scan";
   check_scan_inputs(op, q, k, v, gk, gv, initial_state);
-  Tensor out = empty_like_order(v);
-  Tensor no_final;
-  scan_forward(q, k, v, gk, gv, initial_state, out, no_final, algorithm);
+  Tensor out = empty_like_order(v), no_final, kept;
+  const bool backward = autograd::needs_grad({q, k, v, gk, gv, initial_state});
+  scan_forward(q, k, v, gk, gv, initial_state, out, no_final, algorithm, backward ? &kept : nullptr);
   return record(op, {q, k, v, gk, gv, initial_state}, out,
-                [saved = Saved(q, k, v, gk, gv, initial_state, algorithm)](const Tensor& gout) -> Grads {
+                [saved = Saved(q, k, v, gk, gv, initial_state, algorithm, kept)](const Tensor& gout) -> Grads {
                   return scan_backward(saved, gout, Tensor());
                 });
 }
@@ -135,13 +138,14 @@ ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const 
     const TwoResults parts = split_flat(flat, out_shape, v_strides, state_shape);
     return ScanResult{parts.first, parts.second};
   };
-  Tensor flat = empty({numel_of(out_shape) + numel_of(state_shape)}, q.dtype(), q.device());
+  Tensor flat = empty({numel_of(out_shape) + numel_of(state_shape)}, q.dtype(), q.device()), kept;
+  const bool backward = autograd::needs_grad({q, k, v, gk, gv, initial_state});
   {
     ScanResult parts = split(flat);
-    scan_forward(q, k, v, gk, gv, initial_state, parts.out, parts.final_state, algorithm);
+    scan_forward(q, k, v, gk, gv, initial_state, parts.out, parts.final_state, algorithm, backward ? &kept : nullptr);
   }
   flat = record(op, {q, k, v, gk, gv, initial_state}, flat,
-                [saved = Saved(q, k, v, gk, gv, initial_state, algorithm), split](const Tensor& gflat) -> Grads {
+                [saved = Saved(q, k, v, gk, gv, initial_state, algorithm, kept), split](const Tensor& gflat) -> Grads {
                   const ScanResult g = split(gflat);
                   return scan_backward(saved, g.out, g.final_state);
                 });

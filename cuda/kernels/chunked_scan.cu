@@ -34,22 +34,22 @@ void with_precision(const Tensor& q, const char* op, F&& f) {
 
 bool chunked_scan_tf32_available() { return chunked::tf32_available(); }
 
-void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, int device,
-                          cudaStream_t stream) {
+void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept,
+                          int device, cudaStream_t stream) {
   const Tensor q = readable(in.q), k = readable(in.k), v = readable(in.v), gk = readable(in.gk), gv = readable(in.gv);
   const ScanTensors rows{q, k, v, gk, gv, in.s0};
   with_precision(q, "gated_scan", [&]<class T, bool kTensorCores>() {
-    chunked::forward<T, kTensorCores>(rows, out, final_state, device, stream);
+    chunked::forward<T, kTensorCores>(rows, out, final_state, kept, device, stream);
   });
 }
 
 void chunked_scan_backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads,
-                           int device, cudaStream_t stream) {
+                           const Tensor& kept, int device, cudaStream_t stream) {
   const Tensor q = readable(in.q), k = readable(in.k), v = readable(in.v), gk = readable(in.gk), gv = readable(in.gv);
   const ScanTensors rows{q, k, v, gk, gv, in.s0};
   const Tensor dout_rows = readable(dout);
   with_precision(q, "gated_scan_backward", [&]<class T, bool kTensorCores>() {
-    chunked::backward<T, kTensorCores>(rows, dout_rows, dfinal, grads, device, stream);
+    chunked::backward<T, kTensorCores>(rows, dout_rows, dfinal, grads, kept, device, stream);
   });
 }
 

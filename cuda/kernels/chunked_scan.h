@@ -8,10 +8,11 @@
 namespace linea::cuda::chunked {
 
 template <class T, bool kTensorCores>
-void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, int device, cudaStream_t stream);
+void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept, int device,
+             cudaStream_t stream);
 template <class T, bool kTensorCores>
-void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads, int device,
-              cudaStream_t stream);
+void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads,
+              const Tensor& kept, int device, cudaStream_t stream);
 // Whether the loaded kernels have the TF32 instructions (built for sm_80 or newer).
 bool tf32_available();
 

@@ -3,7 +3,8 @@
 
 namespace linea::cuda::chunked {
 
-template void forward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, int, cudaStream_t);
-template void backward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, int, cudaStream_t);
+template void forward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int, cudaStream_t);
+template void backward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, const Tensor&, int,
+                                     cudaStream_t);
 
 }  // namespace linea::cuda::chunked

@@ -38,8 +38,9 @@
 //             dA_ts = sum_j do_tj v_sj exp(Lv_tj - Lv_sj)
 //   dk_s    = sum_{t>=s} dA_ts q_t exp(Lk_t - Lk_s) + exp(Lk_last - Lk_s) * (dh'^T (v_s exp(Lv_last - Lv_s)))
 //   dv_s    = sum_{t>=s} A_ts do_t exp(Lv_t - Lv_s) + exp(Lv_last - Lv_s) * (dh' (k_s exp(Lk_last - Lk_s)))
-// chunk_updates and state_scan run again, for the states and (in reverse) for dh, storing dh' for
-// every chunk; chunk_gradient then does every chunk in parallel.
+// chunk_updates and state_scan run again, in reverse for dh, storing dh' for every chunk (and for
+// the states too when the forward did not keep them: Memory below); chunk_gradient then does every
+// chunk in parallel.
 // The decay gradients: the usual chunked form (FlashLinearAttention's) is
 //   dgk_t = sum_{u>=t} (q_u dq_u - k_u dk_u) + sum_j dh' * h'
 // but both terms of the difference contain every pair (u, s) with t <= s <= u, the large
@@ -68,14 +69,17 @@
 // closed gate gives exactly 0 as it does step by step); every factor is exp of a double, accurate to
 // the element type (chunked_scan.cuh: exp_to).
 //
-// ---- Memory. The forward keeps the inputs only: the backward recomputes the states along with
-// their gradients (the same two kernels). Scratch: the states, the updates and their gradients,
-// 64 x 64 per sub-problem, sequence and chunk each (float32: 16 KB per 64 positions, like one
-// 64-wide activation). Keeping the forward's states instead was measured against recomputing
-// them (H100, the standard model: B=16, T=1024, 8 heads of 64): the recompute costs about
-// 0.15 ms per layer and step (the updates and the scan over chunks run again), keeping them would
-// hold 32 MiB per layer from the forward to the backward. The scratch is freed when a kernel pair
-// returns, so recomputing keeps a long sequence's memory at its activations.
+// ---- Memory. When a backward is to come, the forward keeps the states it computed (the state
+// before every chunk and the final one: 64 x 64 per sub-problem, sequence and chunk, in float32
+// 16 KB per 64 positions, like one 64-wide activation) and hands them to autograd, which passes
+// them back; the backward then computes only the gradients' updates and scan. Measured on an H200
+// at the standard model (B=16, T=1024, 8 heads of 64, 6 layers): recomputing the states in the
+// backward cost 0.07 ms per layer and step (chunk_updates 158 -> 108 us, state_scan 41 -> 20 us);
+// keeping them holds 35 MiB per layer from the forward to the backward (the step's peak 5.53 ->
+// 5.75 GiB), and the kernel pair's own peak drops (2376 -> 2088 MiB at B=8, H=8, T=16k), the
+// backward no longer allocating states of its own. Without a backward (inference) the states are
+// scratch, handed back when the forward returns.
+
 #include <algorithm>
 #include <memory>
 
@@ -384,14 +388,16 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
 // The scans over chunks (see above). Blocks [0, half) run the forward one, storing the state
 // before each chunk in slot n of `states` (slot chunks: the final state, also to final_state);
 // blocks [half, 2 half) (backward only) the backward one from dfinal, storing the gradient after
-// chunk n in slot n of `dstates` and dL/dS_0 in dinitial. A block holds a quarter of one
+// chunk n in slot n of `dstates` and dL/dS_0 in dinitial. Block b of the grid is block b + first
+// of that numbering (first = half: the backward scan alone, the states being known). A block holds a quarter of one
 // sub-problem's state tile, 4 elements per thread; the next chunk's update and decays are loaded
 // before the current one is applied, so the loop waits on memory once per chunk.
 template <class T>
-__global__ void __launch_bounds__(kScanThreads) state_scan_kernel(ScanArgs<T> a, int64_t half) {
+__global__ void __launch_bounds__(kScanThreads) state_scan_kernel(ScanArgs<T> a, int64_t half, int64_t first) {
   constexpr int E = kWidth * kWidth / (kScanBlocks * kScanThreads);  // elements per thread
-  const bool backward = blockIdx.x >= half;
-  const Place where = place_of(a, kScanBlocks, backward ? blockIdx.x - half : blockIdx.x);  // index: the quarter
+  const int64_t block = blockIdx.x + first;
+  const bool backward = block >= half;
+  const Place where = place_of(a, kScanBlocks, backward ? block - half : block);  // index: the quarter
   int elements[E];
   T h[E];
   const T* init = backward ? a.dfinal : a.s0;
@@ -944,24 +950,35 @@ std::unique_ptr<DeviceBuffer> states_buffer(const ScanArgs<T>& a, int64_t slots,
 }
 
 // The states before every chunk (a.states) and, with kBackward, their gradients after every chunk
-// (a.dstates): each chunk's updates in parallel, then the scans over chunks. The updates' scratch
-// is handed back on return, which is safe once the scan reading it is queued (cuda/buffer.h).
+// (a.dstates): each chunk's updates in parallel, then the scans over chunks. With states_known
+// (the forward kept them) only the gradients' half of both runs. The updates' scratch is handed
+// back on return, which is safe once the scan reading it is queued (cuda/buffer.h).
 template <class T, bool kTensorCores, bool kBackward>
-void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream) {
+void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states_known = false) {
   const char* op = kBackward ? "gated_scan_backward" : "gated_scan";
-  const std::unique_ptr<DeviceBuffer> updates = states_buffer(a, a.chunks, device);
+  const bool forward = !(kBackward && states_known);
+  const std::unique_ptr<DeviceBuffer> updates = forward ? states_buffer(a, a.chunks, device) : nullptr;
   const std::unique_ptr<DeviceBuffer> dupdates = kBackward ? states_buffer(a, a.chunks, device) : nullptr;
   const int64_t n_decays = sub_problems(a) * a.sequences * a.chunks * 2 * kWidth;
   const DeviceBuffer decays(sizeof(T) * static_cast<size_t>(n_decays), device);
-  a.updates = updates->as<T>();
+  a.updates = forward ? updates->as<T>() : nullptr;
   a.dupdates = kBackward ? dupdates->as<T>() : nullptr;
   a.decays = decays.as<T>();
   const size_t bytes = sizeof(T) * (6 * Geometry<T>::kChunk * Geometry<T>::kPitch + 2 * kWidth);
+  const int64_t half = sub_problems(a) * a.sequences * kScanBlocks;
+  if (!forward) {
+    if constexpr (kBackward) {
+      launch_kernel(chunk_updates_kernel<T, kTensorCores, false, true>, chunk_grid(a), 32 * kUpdateWarps, bytes,
+                    stream, op, a);
+      launch_kernel(state_scan_kernel<T>, dim3(static_cast<unsigned>(half)), kScanThreads, 0, stream, op, a, half,
+                    half);
+    }
+    return;
+  }
   launch_kernel(chunk_updates_kernel<T, kTensorCores, true, kBackward>, chunk_grid(a), 32 * kUpdateWarps, bytes, stream,
                 op, a);
-  const int64_t half = sub_problems(a) * a.sequences * kScanBlocks;
   launch_kernel(state_scan_kernel<T>, dim3(static_cast<unsigned>(kBackward ? 2 * half : half)), kScanThreads, 0, stream,
-                op, a, half);
+                op, a, half, int64_t{0});
 }
 
 template <class T>
@@ -972,15 +989,29 @@ dim3 chunk_grid(const ScanArgs<T>& a) {
 // The whole-tensor copy of a (B, H, dv, dk) state, or undefined.
 inline Tensor contiguous_state(const Tensor& x) { return x.defined() ? contiguous_copy(x) : x; }
 
+// The states before every chunk and the final one: a tensor the backward can take over (kept), or
+// scratch handed back when the forward returns.
+template <class T>
+int64_t states_elements(const ScanArgs<T>& a) {
+  return sub_problems(a) * a.sequences * (a.chunks + 1) * kWidth * kWidth;
+}
+
 template <class T, bool kTensorCores>
-void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, int device, cudaStream_t stream) {
+void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept, int device,
+             cudaStream_t stream) {
   ScanArgs<T> a = args_of<T>(in);
   const Tensor initial = contiguous_state(in.s0);
   a.s0 = initial.defined() ? initial.data<T>() : nullptr;
   LINEA_CHECK(!final_state.defined() || final_state.is_contiguous(), "gated_scan", "final_state must be contiguous");
   a.final_state = final_state.defined() ? final_state.data<T>() : nullptr;
-  const std::unique_ptr<DeviceBuffer> states = states_buffer(a, a.chunks + 1, device);
-  a.states = states->as<T>();
+  std::unique_ptr<DeviceBuffer> scratch;
+  if (kept != nullptr) {
+    *kept = empty({states_elements(a)}, in.q.dtype(), in.q.device());
+    a.states = kept->data<T>();
+  } else {
+    scratch = states_buffer(a, a.chunks + 1, device);
+    a.states = scratch->as<T>();
+  }
   const Output<T> o(out, a.key_tiles, device);
   a.out = o.operand();
   compute_states<T, kTensorCores, false>(a, device, stream);
@@ -990,8 +1021,8 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
 }
 
 template <class T, bool kTensorCores>
-void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& g, int device,
-              cudaStream_t stream) {
+void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& g, const Tensor& kept,
+              int device, cudaStream_t stream) {
   ScanArgs<T> a = args_of<T>(in);
   const Tensor initial = contiguous_state(in.s0), final_grad = contiguous_state(dfinal);
   a.s0 = initial.defined() ? initial.data<T>() : nullptr;
@@ -999,9 +1030,12 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   a.dout = input_of<T>(dout);
   LINEA_CHECK(!g.dinitial.defined() || g.dinitial.is_contiguous(), "gated_scan_backward", "dinitial must be contiguous");
   a.dinitial = g.dinitial.defined() ? g.dinitial.data<T>() : nullptr;
-  const std::unique_ptr<DeviceBuffer> states = states_buffer(a, a.chunks + 1, device);
+  LINEA_CHECK(!kept.defined() || (kept.numel() == states_elements(a) && kept.dtype() == in.q.dtype()),
+              "gated_scan_backward", "the kept states ", kept.describe(), " are not those of these inputs (",
+              states_elements(a), " elements)");
+  const std::unique_ptr<DeviceBuffer> states = kept.defined() ? nullptr : states_buffer(a, a.chunks + 1, device);
   const std::unique_ptr<DeviceBuffer> dstates = states_buffer(a, a.chunks, device);
-  a.states = states->as<T>();
+  a.states = kept.defined() ? const_cast<T*>(kept.data<T>()) : states->as<T>();
   a.dstates = dstates->as<T>();
   // Partial sums: dq, dk over value tiles, dv over key tiles; a decay gradient like its side's
   // inputs, or over every tile for one decay per step.
@@ -1014,7 +1048,7 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   a.grad_v = dv.operand();
   a.grad_gk = dgk.operand();
   a.grad_gv = dgv.operand();
-  compute_states<T, kTensorCores, true>(a, device, stream);
+  compute_states<T, kTensorCores, true>(a, device, stream, kept.defined());
   launch_kernel(chunk_gradient_kernel<T, kTensorCores>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
                 stream, "gated_scan_backward", a);
   for (const Output<T>* x : {&dq, &dk, &dv, &dgk, &dgv}) x->add(stream, device);

@@ -3,8 +3,9 @@
 
 namespace linea::cuda::chunked {
 
-template void forward<float, true>(const ScanTensors&, const Tensor&, const Tensor&, int, cudaStream_t);
-template void backward<float, true>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, int, cudaStream_t);
+template void forward<float, true>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int, cudaStream_t);
+template void backward<float, true>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, const Tensor&, int,
+                                     cudaStream_t);
 
 bool tf32_available() {
   // The PTX the loaded kernels came from: compute_80 or newer has the mma instructions.

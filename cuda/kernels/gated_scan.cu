@@ -507,12 +507,12 @@ void sequential_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, c
 }  // namespace
 
 void CudaBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
-                             const Tensor& s0, const Tensor& out, const Tensor& final_state,
-                             ScanAlgorithm algorithm) const {
+                             const Tensor& s0, const Tensor& out, const Tensor& final_state, ScanAlgorithm algorithm,
+                             Tensor* kept) const {
   check_on_device(device_, "gated_scan", {&q, &k, &v, &gk, &gv, &s0, &out, &final_state});
   const cudaStream_t stream = use_device(device_);
   if (algorithm == ScanAlgorithm::Chunked) {
-    chunked_scan_forward({q, k, v, gk, gv, s0}, out, final_state, device_, stream);
+    chunked_scan_forward({q, k, v, gk, gv, s0}, out, final_state, kept, device_, stream);
     return;
   }
   with_contiguous_outputs(*this, {&out, &final_state}, [&](const std::vector<Tensor>& o) {
@@ -523,12 +523,14 @@ void CudaBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, 
 void CudaBackend::gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                                       const Tensor& gv, const Tensor& s0, const Tensor& dout, const Tensor& dfinal,
                                       const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
-                                      const Tensor& dgv, const Tensor& dinitial, ScanAlgorithm algorithm) const {
+                                      const Tensor& dgv, const Tensor& dinitial, ScanAlgorithm algorithm,
+                                      const Tensor& kept) const {
   check_on_device(device_, "gated_scan_backward",
-                  {&q, &k, &v, &gk, &gv, &s0, &dout, &dfinal, &dq, &dk, &dv, &dgk, &dgv, &dinitial});
+                  {&q, &k, &v, &gk, &gv, &s0, &dout, &dfinal, &dq, &dk, &dv, &dgk, &dgv, &dinitial, &kept});
   const cudaStream_t stream = use_device(device_);
   if (algorithm == ScanAlgorithm::Chunked) {
-    chunked_scan_backward({q, k, v, gk, gv, s0}, dout, dfinal, {dq, dk, dv, dgk, dgv, dinitial}, device_, stream);
+    chunked_scan_backward({q, k, v, gk, gv, s0}, dout, dfinal, {dq, dk, dv, dgk, dgv, dinitial}, kept, device_,
+                          stream);
     return;
   }
   with_contiguous_outputs(*this, {&dq, &dk, &dv, &dgk, &dgv, &dinitial}, [&](const std::vector<Tensor>& g) {

@@ -17,10 +17,12 @@ struct ScanGrads {
   const Tensor &dq, &dk, &dv, &dgk, &dgv, &dinitial;
 };
 
-void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, int device,
-                          cudaStream_t stream);
+// kept (not null): receives the states before every chunk, which chunked_scan_backward then reads
+// instead of recomputing them (chunked_scan_kernels.cuh: Memory).
+void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept,
+                          int device, cudaStream_t stream);
 void chunked_scan_backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads,
-                           int device, cudaStream_t stream);
+                           const Tensor& kept, int device, cudaStream_t stream);
 // Whether the loaded chunked kernels have the TF32 instructions (built for sm_80 or newer).
 bool chunked_scan_tf32_available();
 

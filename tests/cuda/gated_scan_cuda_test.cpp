@@ -7,10 +7,12 @@
 // head dims 16, 48, 64, 100 and more, q/k and v of different widths; gates at the floor and near
 // 1; strided inputs, 16k positions, determinism, and TF32 differing from exact float32 by rounding
 // only. Without a GPU every test skips.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
+#include "tensor/backend.h"
 #include "tests/cuda/fused_parity.h"
 #include "tests/nn/scan_inputs.h"
 
@@ -230,6 +232,42 @@ TEST(CudaGatedScan, BackwardIsDeterministic) {
     for (size_t i = 0; i < x.size(); ++i)
       EXPECT_TRUE(same_values(first[i], second[i])) << algorithm_name(algorithm) << " input " << i;
   }
+}
+
+// The chunked forward keeps the states before every chunk for its backward (when a gradient is to
+// come); the backward reading them gives the gradients of the backward that recomputes them, bit
+// for bit, in every precision, over several chunks and several 64-channel tiles.
+TEST(CudaGatedScan, KeptStatesGiveTheRecomputedGradients) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Backend& gpu_kernels = backend_for(gpu());
+  for (const Precision& p : kPrecisions)
+    for (const Layout& l : {kLayouts[3], kLayouts[4], kLayouts[0]})
+      for (const Case& c : {Case{2, 2, 130, 64, 64, l.key, l.value, true}, Case{1, 3, 77, 100, 65, l.key, l.value, false}}) {
+        const Tf32Setting mode(p.tf32);
+        std::vector<Tensor> x;
+        for (const Tensor& e : draw(c, p.dtype, 80)) x.push_back(on_gpu(e));
+        size_t next = 3;
+        const Tensor gk = c.key != Decay::None ? x[next++] : Tensor();
+        const Tensor gv = c.value != Decay::None ? x[next++] : Tensor();
+        const Tensor s0 = c.initial_state ? x[next] : Tensor();
+        const Tensor out = empty({c.batch, c.heads, c.steps, c.dv}, p.dtype, gpu());
+        Tensor kept;
+        gpu_kernels.gated_scan(x[0], x[1], x[2], gk, gv, s0, out, Tensor(), ScanAlgorithm::Chunked, &kept);
+        ASSERT_TRUE(kept.defined()) << label(c, p, ScanAlgorithm::Chunked);
+        const Tensor dout = on_gpu(random_normal(out.shape(), p.dtype, 81));
+        auto gradients = [&](const Tensor& states) {
+          std::vector<Tensor> g;
+          for (const Tensor* input : std::array<const Tensor*, 6>{&x[0], &x[1], &x[2], &gk, &gv, &s0})
+            g.push_back(input->defined() ? empty(input->shape(), p.dtype, gpu()) : Tensor());
+          gpu_kernels.gated_scan_backward(x[0], x[1], x[2], gk, gv, s0, dout, Tensor(), g[0], g[1], g[2], g[3], g[4],
+                                          g[5], ScanAlgorithm::Chunked, states);
+          return g;
+        };
+        const std::vector<Tensor> from_kept = gradients(kept), recomputed = gradients(Tensor());
+        for (size_t i = 0; i < from_kept.size(); ++i)
+          if (from_kept[i].defined())
+            EXPECT_TRUE(same_values(from_kept[i], recomputed[i])) << label(c, p, ScanAlgorithm::Chunked) << " input " << i;
+      }
 }
 
 // The tensor cores' error is TF32 rounding: next to the float64 result, exact float32 is within
