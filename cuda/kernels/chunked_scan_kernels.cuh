@@ -82,6 +82,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "cuda/buffer.h"
 #include "cuda/cuda_backend.h"
@@ -663,15 +664,24 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);
 }
 
+// The start of both per-chunk kernels: the block's chunk, its tiles loaded (prepare_chunk), then
+// body(tiles, place, way) with the chunk's way as a type: std::true_type for a mild chunk.
+template <class T, class Body>
+__device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backward, const Body& body) {
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  const ChunkTiles<T> s(smem_bytes, backward);
+  const Place p = place_of(a, a.chunks);
+  if (prepare_chunk(s, a, p, backward)) body(s, p, std::true_type{});
+  else body(s, p, std::false_type{});
+}
+
 // One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
 // from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
 template <class T, bool kTensorCores>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
-  const ChunkTiles<T> s(smem_bytes, false);
-  const Place p = place_of(a, a.chunks);
-  if (prepare_chunk(s, a, p, false)) chunk_output_body<T, kTensorCores, true>(s, a, p);
-  else chunk_output_body<T, kTensorCores, false>(s, a, p);
+  for_block_chunk(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
+    chunk_output_body<T, kTensorCores, decltype(mild)::value>(s, a, p);
+  });
 }
 
 // ---- chunk_gradient ----------------------------------------------------------------------------
@@ -839,11 +849,9 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
 template <class T, bool kTensorCores>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
-  const ChunkTiles<T> s(smem_bytes, true);
-  const Place p = place_of(a, a.chunks);
-  if (prepare_chunk(s, a, p, true)) chunk_gradient_body<T, kTensorCores, true>(s, a, p);
-  else chunk_gradient_body<T, kTensorCores, false>(s, a, p);
+  for_block_chunk(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
+    chunk_gradient_body<T, kTensorCores, decltype(mild)::value>(s, a, p);
+  });
 }
 
 // out (strided) = the sum of n_parts contiguous (sequences, steps, width) partial results, in
