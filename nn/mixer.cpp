@@ -1,5 +1,8 @@
 #include "nn/mixer.h"
 
+#include <algorithm>
+#include <typeinfo>
+
 namespace linea::nn {
 
 void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* layer) {
@@ -10,6 +13,37 @@ void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* lay
 void check_step_input(const Tensor& x, int64_t expected_dim, const char* layer) {
   LINEA_CHECK(x.defined() && x.dim() == 2 && x.size(1) == expected_dim, layer, "step expects input (batch, ",
               expected_dim, "), got ", x.describe());
+}
+
+std::vector<std::pair<std::string, Tensor>> DecodeState::tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  // Only read here (copies of the handles); members() is non-const because stacking writes through it.
+  for (const auto& [name, tensor] : const_cast<DecodeState*>(this)->members()) out.emplace_back(name, *tensor);
+  return out;
+}
+
+std::unique_ptr<DecodeState> SequenceMixer::stack_states(const std::vector<const DecodeState*>& rows) const {
+  LINEA_CHECK(!rows.empty(), "stack_states", "needs at least one state");
+  std::unique_ptr<DecodeState> out = init_state(0);
+  auto members = out->members();
+  for (const DecodeState* row : rows)
+    LINEA_CHECK(row != nullptr && typeid(*row) == typeid(*out), "stack_states",
+                "every state must be one this layer's init_state made");
+  for (size_t m = 0; m < members.size(); ++m) {
+    std::vector<Tensor> parts;
+    for (const DecodeState* row : rows)
+      if (const Tensor t = row->tensors()[m].second; t.defined()) parts.push_back(t);
+    // Undefined in every row (nothing seen yet): stays undefined. In some rows only: such a member
+    // has no value that stands for "nothing yet" to pad those rows with.
+    if (parts.empty()) *members[m].second = Tensor();
+    else {
+      LINEA_CHECK(parts.size() == rows.size(), "stack_states", "the state's '", members[m].first,
+                  "' is set in some rows and not in others (a row that has seen no token cannot join the others)");
+      *members[m].second = cat(parts, 0);
+    }
+  }
+  for (const DecodeState* row : rows) out->position = std::max(out->position, row->position);
+  return out;
 }
 
 }  // namespace linea::nn

@@ -9,7 +9,16 @@
 //                    number of tokens seen; softmax attention keeps a KV cache.
 // Feeding x[:, 0], x[:, 1], ... through step from init_state gives forward(x) (tests/nn check it,
 // values and gradients).
+//
+// Generation joins the two: prefill(x, state) runs a whole prompt through the parallel form (the
+// chunked scan, the fused attention) and leaves the state that step() continues from, equal to
+// the one step() would have left after the prompt's tokens one by one (tests/nn/prefill_test.cpp).
+// stack_states() then puts the states of separate sequences into one batch, so prompts of
+// different lengths, each prefilled alone, decode together.
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/module.h"
 
@@ -17,7 +26,15 @@ namespace linea::nn {
 
 struct DecodeState {
   virtual ~DecodeState() = default;
-  int64_t position = 0;  // tokens consumed so far (RoPE and caches use it)
+  // Where the tensors this state carries live, by name, each with the batch as its first dim
+  // (undefined where the state holds nothing yet). Generic code works through them: the default
+  // stack_states concatenates them row by row, tests compare two states member by member, a
+  // benchmark counts their bytes.
+  virtual std::vector<std::pair<std::string, Tensor*>> members() { return {}; }
+  // The same tensors, to read.
+  std::vector<std::pair<std::string, Tensor>> tensors() const;
+  int64_t position = 0;  // tokens consumed so far (RoPE and caches use it); in a state stacked
+                         // from sequences of different lengths, the largest
 };
 
 class SequenceMixer : public Module {
@@ -25,6 +42,16 @@ class SequenceMixer : public Module {
   virtual Tensor forward(const Tensor& x) = 0;
   virtual std::unique_ptr<DecodeState> init_state(int64_t batch) const = 0;
   virtual Tensor step(const Tensor& x, DecodeState& state) = 0;
+  // The parallel form over x (B, T, D) continuing from state (init_state's, or one that earlier
+  // prefills or steps advanced), which it leaves after the T tokens: the outputs (B, T, D) and the
+  // state equal those of T calls of step(). A layer whose training forward looks at the whole
+  // sequence (ReGLA's global key max) prefills as it decodes, causally.
+  virtual Tensor prefill(const Tensor& x, DecodeState& state) = 0;
+  // One state for the sequences of `rows` (states this layer made, with any batch each), in
+  // order: batch = the sum of theirs. They may have seen different numbers of tokens. The
+  // default concatenates every tensor of DecodeState::members() along the batch, which suits any
+  // state whose size does not depend on the tokens seen.
+  virtual std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const;
 };
 
 // Checks that x is (B, T, D) with D = expected, naming the layer in the error.
@@ -32,21 +59,36 @@ void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* lay
 // Checks that x is (B, D) with D = expected.
 void check_step_input(const Tensor& x, int64_t expected_dim, const char* layer);
 
-// The start of every mixer's step(): x must be (B, D) with D = expected_dim, and state the State
-// this layer's init_state() made; with `batched` (a tensor member whose first dim is the batch),
-// made for x's batch. Errors name the layer.
+// The state as the State this layer's init_state() made, for x's batch when `batched` (a tensor
+// member whose first dim is the batch) is given; `use` ("step", "prefill") names the caller.
 template <class State>
-State& step_state(const Tensor& x, DecodeState& state, int64_t expected_dim, const char* layer,
-                  Tensor State::*batched = nullptr) {
-  check_step_input(x, expected_dim, layer);
+State& own_state(const Tensor& x, DecodeState& state, const char* layer, const char* use, Tensor State::*batched) {
   auto* s = dynamic_cast<State*>(&state);
-  LINEA_CHECK(s != nullptr, layer, "step needs the state made by this layer's init_state");
+  LINEA_CHECK(s != nullptr, layer, use, " needs the state made by this layer's init_state");
   if (batched != nullptr) {
     const Tensor& t = s->*batched;
     LINEA_CHECK(t.defined() && t.size(0) == x.size(0), layer, "the state is for batch ", t.defined() ? t.size(0) : 0,
                 " but the input is ", x.describe());
   }
   return *s;
+}
+
+// The start of every mixer's step(): x must be (B, D) with D = expected_dim, and state the State
+// this layer's init_state() made (for x's batch, with `batched`). Errors name the layer.
+template <class State>
+State& step_state(const Tensor& x, DecodeState& state, int64_t expected_dim, const char* layer,
+                  Tensor State::*batched = nullptr) {
+  check_step_input(x, expected_dim, layer);
+  return own_state<State>(x, state, layer, "step", batched);
+}
+
+// The start of every mixer's prefill(): the same for x (B, T, D) with T >= 1.
+template <class State>
+State& prefill_state(const Tensor& x, DecodeState& state, int64_t expected_dim, const char* layer,
+                     Tensor State::*batched = nullptr) {
+  check_sequence_input(x, expected_dim, layer);
+  LINEA_CHECK(x.size(1) > 0, layer, "prefill needs at least one token, got ", x.describe());
+  return own_state<State>(x, state, layer, "prefill", batched);
 }
 
 }  // namespace linea::nn

@@ -105,6 +105,11 @@ Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
   return h + mlp_branch(h);
 }
 
+Tensor Block::prefill(const Tensor& x, DecodeState& mixer_state) {
+  const Tensor h = x + mixer->prefill(mixer_norm->forward(x), mixer_state);
+  return h + mlp_branch(h);
+}
+
 // ---- LanguageModel ----
 
 LanguageModel::LanguageModel(const ModelConfig& config, Generator& gen)
@@ -151,11 +156,39 @@ LanguageModel::State LanguageModel::init_state(int64_t batch) const {
   return state;
 }
 
+void LanguageModel::check_state(const State& state) const {
+  LINEA_CHECK(state.layers.size() == blocks_.size(), "LanguageModel", "the decoding state has ", state.layers.size(),
+              " layers, the model ", blocks_.size());
+}
+
+Tensor LanguageModel::prefill(const Tensor& ids, State& state) {
+  check_ids(ids, "ids");
+  LINEA_CHECK(ids.dim() == 2 && ids.size(1) > 0, "LanguageModel",
+              "prefill takes (batch, time) ids with at least one token, got ", ids.describe());
+  check_state(state);
+  Tensor h = embed_->forward(ids);
+  for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->prefill(h, *state.layers[i]);
+  state.position += ids.size(1);
+  return logits(select(h, 1, ids.size(1) - 1));  // the head only where the next token is drawn
+}
+
+LanguageModel::State LanguageModel::stack_states(const std::vector<const State*>& rows) const {
+  LINEA_CHECK(!rows.empty(), "LanguageModel", "stack_states needs at least one state");
+  for (const State* row : rows) check_state(*row);
+  State stacked;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    std::vector<const DecodeState*> layer_rows;
+    for (const State* row : rows) layer_rows.push_back(row->layers[i].get());
+    stacked.layers.push_back(blocks_[i]->mixer->stack_states(layer_rows));
+  }
+  for (const State* row : rows) stacked.position = std::max(stacked.position, row->position);
+  return stacked;
+}
+
 Tensor LanguageModel::step(const Tensor& ids, State& state) {
   check_ids(ids, "ids");
   LINEA_CHECK(ids.dim() == 1, "LanguageModel", "step takes one id per sequence, (batch), got ", ids.describe());
-  LINEA_CHECK(state.layers.size() == blocks_.size(), "LanguageModel", "the decoding state has ", state.layers.size(),
-              " layers, the model ", blocks_.size());
+  check_state(state);
   Tensor h = embed_->forward(ids);
   for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->step(h, *state.layers[i]);
   ++state.position;

@@ -43,6 +43,7 @@ class Block : public Module {
   Block(const ModelConfig& config, char letter, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   Tensor forward(const Tensor& x);                          // (B, T, D)
   Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
+  Tensor prefill(const Tensor& x, DecodeState& mixer_state);  // (B, T, D)
 
   std::shared_ptr<Norm> mixer_norm, mlp_norm;
   std::shared_ptr<FeedForward> mlp;
@@ -81,10 +82,17 @@ class LanguageModel : public Module {
   // fixed-size recurrent state.
   struct State {
     std::vector<std::unique_ptr<DecodeState>> layers;
-    int64_t position = 0;
+    int64_t position = 0;  // tokens consumed (the largest, in a stack of sequences)
   };
   State init_state(int64_t batch) const;
   Tensor step(const Tensor& ids, State& state);  // ids (B) Int64 -> logits (B, V)
+  // A prompt in one pass: ids (B, T) Int64, T >= 1, through every layer's parallel form
+  // (SequenceMixer::prefill) from `state`, which is left where step() continues. Returns the
+  // logits of the last position (B, V); logits and state equal those of T calls of step().
+  Tensor prefill(const Tensor& ids, State& state);
+  // One state for the sequences of `rows` (each of any batch), in order; they may have seen
+  // different numbers of tokens (SequenceMixer::stack_states). A row may appear more than once.
+  State stack_states(const std::vector<const State*>& rows) const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
@@ -95,6 +103,7 @@ class LanguageModel : public Module {
  private:
   Tensor logits(const Tensor& h);
   void check_ids(const Tensor& ids, const char* what) const;
+  void check_state(const State& state) const;
 
   ModelConfig config_;
   std::shared_ptr<Generator> dropout_gen_;

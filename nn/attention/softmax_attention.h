@@ -16,7 +16,11 @@
 //              matmuls beat the fused kernel's scalar loops (measured: see `fused` below).
 //
 // Decoding keeps a KV cache (the keys and values of the positions seen, at most W of them with a
-// window) and attends from the new token to it: its output equals the full forward's.
+// window) and attends from the new token to it: its output equals the full forward's. prefill
+// projects a whole prompt at once, appends its keys and values to the cache, and attends from all
+// its queries in one call. Sequences of different lengths stack into one batch (stack_states):
+// each row's keys right-aligned in the cache, a mask hiding the padding, RoPE at each row's own
+// position.
 #include <memory>
 
 #include "nn/layers/linear.h"
@@ -51,6 +55,8 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor forward(const Tensor& x) override;
   std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
   Tensor step(const Tensor& x, DecodeState& state) override;
+  Tensor prefill(const Tensor& x, DecodeState& state) override;
+  std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const override;
 
   const SoftmaxAttentionConfig& config() const { return config_; }
 
@@ -62,7 +68,8 @@ class SoftmaxAttention : public SequenceMixer {
   // q (B, H, Tq, dh), k/v (B, KV, Tk, dh), the queries being the last Tq of the Tk positions
   // -> (B, Tq, H*dh), through the fused kernel or the composite path (see the top of this file).
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) const;
-  // The composite path; allowed (Tq, Tk) Bool, or undefined when every key is visible.
+  // The composite path; allowed Bool, broadcast over (B, KV, G, Tq, Tk): (Tq, Tk), or per row
+  // (B, 1, 1, Tq, Tk); undefined when every key is visible.
   Tensor attend_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) const;
 
   SoftmaxAttentionConfig config_;

@@ -1,5 +1,6 @@
 #include "nn/layers/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -52,6 +53,24 @@ Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
 Tensor RoPE::step(const Tensor& x, int64_t position) const {
   check_last_dim(x, head_dim_, "RoPE");
   return squeeze(forward(unsqueeze(x, -2), position), -2);
+}
+
+Tensor RoPE::step_rows(const Tensor& x, const std::vector<int64_t>& positions) const {
+  check_last_dim(x, head_dim_, "RoPE");
+  const auto batch = static_cast<int64_t>(positions.size());
+  LINEA_CHECK(x.dim() >= 2 && x.size(0) == batch, "RoPE", "step_rows expects input (", batch,
+              ", ..., ", head_dim_, ") for ", batch, " positions, got ", x.describe());
+  int64_t last = 0;
+  for (int64_t p : positions) {
+    LINEA_CHECK(p >= 0, "RoPE", "positions must be non-negative, got ", p);
+    last = std::max(last, p);
+  }
+  ensure_tables(last + 1, x.dtype(), x.device());
+  const Tensor index = linea::to(from_vector<int64_t>(positions, {batch}), x.device());
+  // rotary_embedding reads row t's angles at dim -2: bring the batch there, (rest, B, dh).
+  const Tensor rows = transpose(reshape(x, {batch, -1, head_dim_}), 0, 1);
+  const Tensor y = rotary_embedding(rows, index_select(cos_cast_, 0, index), index_select(sin_cast_, 0, index));
+  return reshape(transpose(y, 0, 1), x.shape());
 }
 
 }  // namespace linea::nn

@@ -14,13 +14,17 @@
 // Layout (..., T, dh): time in the second-to-last dim, so (B, H, T, dh), the layout attention
 // computes in, works directly; row t gets position offset + t. Decoding one token at position p
 // is forward(x (B, H, 1, dh), p) or step(x (B, H, dh), p); both equal the rows of the full
-// forward. A (B, T, H, dh) tensor is transposed first.
+// forward. A (B, T, H, dh) tensor is transposed first. In a batch whose sequences have seen
+// different numbers of tokens (generation from prompts of several lengths), step_rows rotates
+// each batch row at its own position.
 //
 // cos/sin (of p theta_i, i < r/2) come from float64 tables of positions [0, capacity), computed
 // once and doubled when a longer position is asked for, then converted once to the input's dtype
 // and device. They are
 // not buffers: they are a function of the options, not state, and stay out of state dicts.
 // The cache makes forward not thread-safe.
+#include <vector>
+
 #include "nn/module.h"
 
 namespace linea::nn {
@@ -37,6 +41,8 @@ class RoPE : public Module {
 
   Tensor forward(const Tensor& x, int64_t offset = 0) const;  // x (..., T, dh) -> (..., T, dh)
   Tensor step(const Tensor& x, int64_t position) const;       // x (..., dh) at one position
+  // x (B, ..., dh): batch row b at positions[b] (B of them).
+  Tensor step_rows(const Tensor& x, const std::vector<int64_t>& positions) const;
 
   int64_t head_dim() const { return head_dim_; }
   int64_t rotary_dim() const { return rotary_dim_; }

@@ -275,4 +275,14 @@ Tensor DeltaNet::step(const Tensor& x, DecodeState& state_in) {
   return select(finish(unsqueeze(o, 2)), 1, 0);
 }
 
+Tensor DeltaNet::prefill(const Tensor& x, DecodeState& state_in) {
+  DeltaNetState* s = &prefill_state<DeltaNetState>(x, state_in, config_.d_model, "DeltaNet", &DeltaNetState::state);
+  const Projected p = project(x);
+  Tensor last_state;
+  const Tensor o = chunked_delta_rule(p.q, p.k, p.v, p.beta, s->state, &last_state, config_.chunk_size);
+  s->state = last_state;
+  s->position += x.size(1);
+  return finish(o);
+}
+
 }  // namespace linea::nn::linear

@@ -29,6 +29,8 @@
 // convolutions on q, k, v of that layer are left out.
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/layers/linear.h"
 #include "nn/layers/norm.h"
@@ -66,6 +68,7 @@ Tensor delta_rule_step(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 struct DeltaNetState : DecodeState {
   Tensor state;  // (B, H, dv, dk)
+  std::vector<std::pair<std::string, Tensor*>> members() override { return {{"state", &state}}; }
 };
 
 class DeltaNet : public SequenceMixer {
@@ -75,6 +78,8 @@ class DeltaNet : public SequenceMixer {
   Tensor forward(const Tensor& x) override;  // (B, T, D) -> (B, T, D)
   std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
   Tensor step(const Tensor& x, DecodeState& state) override;  // (B, D) -> (B, D)
+  // chunked_delta_rule from the state's S, keeping its final S.
+  Tensor prefill(const Tensor& x, DecodeState& state) override;
 
   const DeltaNetConfig& config() const { return config_; }
 

@@ -157,6 +157,18 @@ Tensor LinearAttention::step(const Tensor& x, DecodeState& state_in) {
   return select(finish(unsqueeze(o, 1)), 1, 0);
 }
 
+Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {
+  LinearAttentionState* s = &prefill_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
+                                                                 &LinearAttentionState::state);
+  const ScanInputs in = prepare(x, s->key_max, KeyMaxMode::Prefix);
+  Tensor last_state;
+  const Tensor o = scan(in.q, in.k, in.v, in.gk, in.gv, s->state, &last_state, config_.scan);  // (B, H, T, .)
+  s->state = last_state;
+  s->key_max = in.last_key_max;
+  s->position += x.size(1);
+  return finish(transpose(o, 1, 2));
+}
+
 // ---- presets -------------------------------------------------------------------------------------
 
 namespace {

@@ -13,7 +13,8 @@
 //
 // forward(x) runs the whole sequence through scan() (nn/linear_attention/scan.h: the fused kernel, or the
 // chunked parallel form), step(x, state) the recurrent one; the state is S (with c), the running
-// key max and the position, fixed in size.
+// key max and the position, fixed in size. prefill(x, state) is forward's scan started from the
+// state's S and key max, and it keeps the scan's final S: a prompt in one pass.
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,9 @@ struct LinearAttentionState : DecodeState {
   Tensor state;    // (B, H, dv (+1 with sum normalization: the c column), m)
   Tensor key_max;  // (B, H, 1, 1): the running key max; undefined before the first token and for
                    // maps without a key log shift
+  std::vector<std::pair<std::string, Tensor*>> members() override {
+    return {{"state", &state}, {"key_max", &key_max}};
+  }
 };
 
 class LinearAttention : public SequenceMixer {
@@ -114,6 +118,8 @@ class LinearAttention : public SequenceMixer {
   // no future to take a max over (which is why the global mode's training output differs from
   // its decoding).
   Tensor step(const Tensor& x, DecodeState& state) override;
+  // With KeyMaxMode::Global too it normalizes keys by the running max, as step() does.
+  Tensor prefill(const Tensor& x, DecodeState& state) override;
 
   const LinearAttentionConfig& config() const { return config_; }
   int64_t key_dim() const { return key_dim_; }

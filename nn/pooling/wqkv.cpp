@@ -59,24 +59,55 @@ Tensor WqkvPooling::finish(const Tensor& o) const {
 //   e_l = e^{w_l - m_l},  g_l = m_{l-1} - m_l (g_0 = 0: the state before the first token is empty)
 //   M_l = e^{g_l} M_{l-1} + e_l k_l^T,  N_l = e^{g_l} N_{l-1} + e_l,  P_l = P_{l-1} e^{g_l} + v_l e_l^T
 //   o_l = P_l (p_l / N_l),  p_l = softmax(M_l q_l / N_l)
-// with each recurrence run by the gated scan (see the header).
-Tensor WqkvPooling::forward(const Tensor& x) {
-  check_sequence_input(x, config_.d_model, "WqkvPooling");
-  const int64_t T = x.size(1);
-  if (T == 0) return zeros({x.size(0), 0, config_.d_model}, {x.dtype(), x.device()});
-  const Projected p = project(x);
+// with each recurrence run by the gated scan (see the header). From a state, m_{-1} is the state's
+// max and M_{-1}, N_{-1}, P_{-1} its sums.
+Tensor WqkvPooling::pool(const Projected& p, WqkvState* state) const {
+  const int64_t T = p.w.size(2);
   Tensor m, log_decay;  // (B, H, T, S), constants for autograd
   {
     NoGradGuard no_grad;
     m = linear::running_max(detach(p.w), 2);
-    const Tensor m_prev = cat({narrow(m, 2, 0, 1), narrow(m, 2, 0, T - 1)}, 2);
-    log_decay = m_prev - m;
+    Tensor before_first = narrow(m, 2, 0, 1);  // m_{-1}: from nothing, m_0 itself (g_0 = 0)
+    if (state) {
+      before_first = unsqueeze(state->max, 2);
+      m = maximum(m, before_first);
+    }
+    log_decay = cat({before_first, narrow(m, 2, 0, T - 1)}, 2) - m;
+    // A state that has seen no token has m = -inf, so g_0 = -inf, which would become NaN in the
+    // scans' masks (-inf * 0). Its sums are empty and stay empty under any decay, so flooring at
+    // -1e4 (exp gives exactly 0 in float32 and float64, as chunked_scan's floor) changes nothing.
+    if (state) log_decay = clamp(log_decay, -1e4, std::nullopt);
   }
   const Tensor e = exp(p.w - m);  // <= 1, and exactly 1 where w_l is the running max
-  const Tensor qm = linear::scan(p.q, p.k, e, Tensor(), log_decay, Tensor(), nullptr, config_.scan);
-  const Tensor n = linear_recurrence(log_decay, e, Tensor(), nullptr, config_.scan);  // >= 1
-  const Tensor probs = softmax(qm / n, -1);                                            // (B, H, T, S)
-  const Tensor o = linear::scan(probs / n, e, p.v, log_decay, Tensor(), Tensor(), nullptr, config_.scan);
+  // The scans' states: M (B, H, S, C) as is, N (B, H, S), and P (B, H, C, S) transposed.
+  Tensor keys, normalizer, values_t;
+  const Tensor qm = linear::scan(p.q, p.k, e, Tensor(), log_decay, state ? state->keys : Tensor(),
+                                 state ? &keys : nullptr, config_.scan);
+  const Tensor n = linear_recurrence(log_decay, e, state ? state->normalizer : Tensor(),
+                                     state ? &normalizer : nullptr, config_.scan);  // >= 1
+  const Tensor probs = softmax(qm / n, -1);                                         // (B, H, T, S)
+  const Tensor o = linear::scan(probs / n, e, p.v, log_decay, Tensor(),
+                                state ? contiguous(transpose(state->values, -1, -2)) : Tensor(),
+                                state ? &values_t : nullptr, config_.scan);
+  if (state) {
+    state->keys = keys;
+    state->values = transpose(values_t, -1, -2);
+    state->normalizer = normalizer;
+    state->max = select(m, 2, T - 1);
+  }
+  return o;
+}
+
+Tensor WqkvPooling::forward(const Tensor& x) {
+  check_sequence_input(x, config_.d_model, "WqkvPooling");
+  if (x.size(1) == 0) return zeros({x.size(0), 0, config_.d_model}, {x.dtype(), x.device()});
+  return finish(pool(project(x), nullptr));
+}
+
+Tensor WqkvPooling::prefill(const Tensor& x, DecodeState& state_in) {
+  WqkvState* s = &prefill_state<WqkvState>(x, state_in, config_.d_model, "WqkvPooling", &WqkvState::keys);
+  const Tensor o = pool(project(x), s);
+  s->position += x.size(1);
   return finish(o);
 }
 

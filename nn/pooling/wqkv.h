@@ -23,7 +23,8 @@
 //   N_l:                      the same with k = q = 1 (nn/recurrent/linear_recurrence.h)
 //   o_l = sum_j p_lj V'_l[j]: S_l = S_{l-1} diag(e^{g_l}) + v_l (e^{w_l - m_l})^T (C x S), read
 //                             by p_l / N_l, p_l = softmax_j(scale q_l . M_l[j] / N_l[j])
-// and decoding is the same recurrence one token at a time.
+// and decoding is the same recurrence one token at a time. prefill runs the three scans from a
+// decoding state (M, N, P and m) and keeps their final states.
 //
 // Choices the paper leaves open (its formulas are for one head, batch 1, no scale, no output map):
 //   * heads: 1 by default, as in the paper; with H heads each has its own C = head_dim channels
@@ -63,6 +64,9 @@ struct WqkvState : DecodeState {
   Tensor values;      // (B, H, S, C): sum_i e^{w_i - m} v_i
   Tensor normalizer;  // (B, H, S):    N = sum_i e^{w_i - m}
   Tensor max;         // (B, H, S):    m = max_i w_i, -inf before the first token
+  std::vector<std::pair<std::string, Tensor*>> members() override {
+    return {{"keys", &keys}, {"values", &values}, {"normalizer", &normalizer}, {"max", &max}};
+  }
 };
 
 class WqkvPooling : public SequenceMixer {
@@ -72,6 +76,7 @@ class WqkvPooling : public SequenceMixer {
   Tensor forward(const Tensor& x) override;  // (B, T, D) -> (B, T, D)
   std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
   Tensor step(const Tensor& x, DecodeState& state) override;  // (B, D) -> (B, D)
+  Tensor prefill(const Tensor& x, DecodeState& state) override;
 
   const WqkvConfig& config() const { return config_; }
 
@@ -82,6 +87,9 @@ class WqkvPooling : public SequenceMixer {
     Tensor q, k, v, w;  // (B, H, T, C) with q scaled; w (B, H, T, S)
   };
   Projected project(const Tensor& x) const;
+  // The pooled attention o (B, H, T, C) of T >= 1 projected tokens: from the start of a sequence
+  // when state is null, else from *state, which then receives the state after the T tokens.
+  Tensor pool(const Projected& p, WqkvState* state) const;
   Tensor finish(const Tensor& o) const;  // (B, H, T, C) -> (B, T, D)
 
   WqkvConfig config_;

@@ -19,10 +19,25 @@ GriffinBlock::GriffinBlock(const GriffinConfig& config, Generator& gen) : config
   out = register_module("out", std::make_shared<Linear>(R, D, gen, proj));
 }
 
+Tensor GriffinBlock::mix(const Tensor& x, const Tensor& conv_state, Tensor* last_conv, const Tensor& h0,
+                         Tensor* last_h) {
+  const Tensor h = lru->forward(conv->forward(in_x->forward(x), conv_state, last_conv), h0, last_h);
+  return out->forward(h * activate(in_y->forward(x), config_.activation));
+}
+
 Tensor GriffinBlock::forward(const Tensor& x) {
   check_sequence_input(x, config_.d_model, "GriffinBlock");
-  const Tensor h = lru->forward(conv->forward(in_x->forward(x)));
-  return out->forward(h * activate(in_y->forward(x), config_.activation));
+  return mix(x, Tensor(), nullptr, Tensor(), nullptr);
+}
+
+Tensor GriffinBlock::prefill(const Tensor& x, DecodeState& state_in) {
+  GriffinState* s = &prefill_state<GriffinState>(x, state_in, config_.d_model, "GriffinBlock", &GriffinState::h);
+  Tensor last_conv, last_h;
+  const Tensor y = mix(x, s->conv, &last_conv, s->h, &last_h);
+  s->conv = last_conv;
+  s->h = last_h;
+  s->position += x.size(1);
+  return y;
 }
 
 std::unique_ptr<DecodeState> GriffinBlock::init_state(int64_t batch) const {

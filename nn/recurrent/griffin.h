@@ -14,7 +14,8 @@
 // (RecurrentGemma's); the RG-LRU's gates are block-diagonal with `lru.heads` blocks (rg_lru.h).
 //
 // Decoding keeps the conv's last conv_width - 1 inputs and the RG-LRU's h: (B, 3, D_rnn) and
-// (B, D_rnn), whatever the number of tokens seen.
+// (B, D_rnn), whatever the number of tokens seen. prefill runs forward's conv and scan from those
+// and keeps the last ones.
 #include <memory>
 
 #include "nn/layers/conv1d.h"
@@ -36,6 +37,7 @@ struct GriffinConfig {
 struct GriffinState : DecodeState {
   Tensor conv;  // (B, conv_width - 1, D_rnn): the conv's last inputs
   Tensor h;     // (B, D_rnn): the RG-LRU's state
+  std::vector<std::pair<std::string, Tensor*>> members() override { return {{"conv", &conv}, {"h", &h}}; }
 };
 
 class GriffinBlock : public SequenceMixer {
@@ -45,6 +47,7 @@ class GriffinBlock : public SequenceMixer {
   Tensor forward(const Tensor& x) override;  // (B, T, D) -> (B, T, D)
   std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
   Tensor step(const Tensor& x, DecodeState& state) override;  // (B, D) -> (B, D)
+  Tensor prefill(const Tensor& x, DecodeState& state) override;
 
   const GriffinConfig& config() const { return config_; }  // lru.width resolved
   int64_t width() const { return config_.lru.width; }
@@ -54,6 +57,10 @@ class GriffinBlock : public SequenceMixer {
   std::shared_ptr<RGLRU> lru;
 
  private:
+  // The block over x (B, T, D) from the conv's past inputs and the RG-LRU's h (undefined: zeros);
+  // last_conv and last_h, when given, receive the ones after the T tokens.
+  Tensor mix(const Tensor& x, const Tensor& conv_state, Tensor* last_conv, const Tensor& h0, Tensor* last_h);
+
   GriffinConfig config_;
 };
 
