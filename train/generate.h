@@ -1,12 +1,21 @@
 #pragma once
-// Sampling text from a model, one token at a time from its decoding state: linear and gated
-// layers advance a fixed-size recurrent state (constant work per token), softmax layers attend to
-// a KV cache. The prompt is fed the same way, then each new token is drawn from
+// Sampling text from a model. The prompt goes through the layers' parallel form in one pass
+// (LanguageModel::prefill: the chunked scan, the fused attention), which leaves each layer's
+// decoding state: linear and gated layers a fixed-size recurrent state, softmax layers a KV cache.
+// Then each new token is drawn from
 //   softmax(logits / temperature), kept to the top_k most likely and to the smallest set whose
 //   probability reaches top_p (nucleus), renormalized;
-// temperature 0 takes the most likely token (greedy).
+// temperature 0 takes the most likely token (greedy), and the decoding form advances one token
+// (constant work per token for the recurrent layers).
+//
+// Several sequences generate as one batch: each prompt is prefilled alone (once, however many
+// sequences share it), the states are stacked (LanguageModel::stack_states: prompts of different
+// lengths right-aligned in the KV caches, each row at its own position), and every step decodes
+// all rows. Each row draws from its own seeded stream, so a row's tokens are those it would get
+// generated alone with its seed.
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "nn/model.h"
@@ -19,12 +28,32 @@ struct SampleOptions {
   int64_t top_k = 0;         // 0: no limit
   double top_p = 1.0;        // in (0, 1]
   uint64_t seed = 0;
+  int64_t max_length = 0;    // the most tokens a sequence may hold, prompt and new ones; 0: no limit
+};
+
+// One sequence of a batch: its prompt and the seed its tokens are drawn with.
+struct Request {
+  std::vector<int64_t> prompt;
+  uint64_t seed = 0;
 };
 
 // Returns the new ids (the prompt excluded); on_token, when set, sees each one as it is drawn.
 // An empty prompt is an error: the model needs a token to condition on.
-std::vector<int64_t> generate(nn::LanguageModel& model, const std::vector<int64_t>& prompt, const SampleOptions& options,
-                              Device device, const std::function<void(int64_t)>& on_token = {});
+std::vector<int64_t> generate(nn::LanguageModel& model, const std::vector<int64_t>& prompt,
+                              const SampleOptions& options, Device device, const std::function<void(int64_t)>& on_token = {});
+
+// The batch form: the new ids of every request, in order (options.seed is unused: each request
+// has its own). on_token(row, id) sees each token as it is drawn, the rows of one step in order.
+// Errors (an empty list or prompt, a prompt longer than max_length, ...) come before any work.
+std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::vector<Request>& requests,
+                                           const SampleOptions& options, Device device,
+                                           const std::function<void(size_t row, int64_t id)>& on_token = {});
+
+// Checks a prompt against the options: not empty, ids in the vocabulary, and within max_length
+// together with the new tokens. `name` says which prompt in errors ("the prompt", "line 3 of
+// prompts.txt"). generate() checks every request with it; callers with better names check first.
+void check_prompt(const std::vector<int64_t>& prompt, const SampleOptions& options, int64_t vocab,
+                  const std::string& name);
 
 // Draws an index from logits (V) with the options' temperature, top-k and top-p, using u uniform
 // in [0, 1). Exposed for tests.
