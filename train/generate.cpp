@@ -42,7 +42,8 @@ int64_t sample_from_logits(const std::vector<double>& logits, const SampleOption
   return order[keep - 1];
 }
 
-void check_prompt(const std::vector<int64_t>& prompt, const SampleOptions& o, int64_t vocab, const std::string& name) {
+void check_prompt_ids(const std::vector<int64_t>& prompt, const SampleOptions& o, int64_t vocab,
+                      const std::string& name) {
   LINEA_CHECK(!prompt.empty(), "generate", name, " encodes to no tokens; give a non-empty prompt");
   for (int64_t id : prompt)
     LINEA_CHECK(id >= 0 && id < vocab, "generate", name, ": token ", id, " is outside the model's vocabulary of ",
@@ -103,7 +104,8 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
   LINEA_CHECK(!requests.empty(), "generate", "no prompts to continue");
   const int64_t vocab = model.config().vocab_size;
   for (size_t r = 0; r < requests.size(); ++r)
-    check_prompt(requests[r].prompt, o, vocab, requests.size() == 1 ? "the prompt" : "prompt " + std::to_string(r + 1));
+    check_prompt_ids(requests[r].prompt, o, vocab,
+                     requests.size() == 1 ? "the prompt" : "prompt " + std::to_string(r + 1));
 
   const bool was_training = model.is_training();
   model.eval();

@@ -49,11 +49,12 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
                                            const SampleOptions& options, Device device,
                                            const std::function<void(size_t row, int64_t id)>& on_token = {});
 
-// Checks a prompt against the options: not empty, ids in the vocabulary, and within max_length
+// Checks a prompt's ids against the options: not empty, ids in the vocabulary, and within max_length
 // together with the new tokens. `name` says which prompt in errors ("the prompt", "line 3 of
-// prompts.txt"). generate() checks every request with it; callers with better names check first.
-void check_prompt(const std::vector<int64_t>& prompt, const SampleOptions& options, int64_t vocab,
-                  const std::string& name);
+// prompts.txt"). generate() checks every request with it; callers with better names check first. (What the
+// tokenizer cannot encode is train/prompt.h's check_prompt, on the text.)
+void check_prompt_ids(const std::vector<int64_t>& prompt, const SampleOptions& options, int64_t vocab,
+                      const std::string& name);
 
 // Draws an index from logits (V) with the options' temperature, top-k and top-p, using u uniform
 // in [0, 1). Exposed for tests.

@@ -76,7 +76,7 @@ CheckedPrompt check_prompt(const std::string& prompt, const Tokenizer& tokenizer
                            (unknown.size() == 1 ? "" : "s") + " that " + use.tokenizer + " " + tokenizer.name() +
                            " tokenizer cannot encode: " + list_pieces(prompt, unknown);
   const bool one = unknown.size() == 1;
-  LINEA_CHECK(drop_unknown, use.command, "the prompt holds ", what, ". The model would see <unk> in ",
+  LINEA_CHECK(drop_unknown, use.command, use.prompt, " holds ", what, ". The model would see <unk> in ",
               one ? "its" : "their", " place; change the prompt",
               words ? " (write <unk> where an unknown word is meant)" : "", ", or pass --drop-unknown to go on without ",
               one ? "it" : "them");

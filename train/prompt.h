@@ -14,6 +14,7 @@ namespace linea::train {
 struct PromptUse {
   const char* command;    // the op of the error: "generate", "train"
   const char* tokenizer;  // whose tokenizer: "the checkpoint's", "the run's"
+  std::string prompt = "the prompt";  // which one: "line 3 of the prompts file 'p.txt'"
 };
 
 struct CheckedPrompt {

@@ -1,13 +1,11 @@
 // The `linea` program as a user runs it: exit statuses (0 success, 1 failure, 2 usage) and the
 // output contract scripts rely on (`linea eval` ends with "loss=<x> ppl=<y>", `linea gradcheck`
 // with "N passed, M failed").
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <regex>
 #include <string>
 
 #include "tests/test_util.h"
+#include "tests/tools/run_linea.h"
 #include "tests/train/temp_dir.h"
 #include "train/file_io.h"
 
@@ -15,23 +13,6 @@ namespace linea::cli {
 namespace {
 
 using linea::testing::TempDir;
-
-struct Outcome {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-Outcome run_linea(const std::string& args) {
-  const std::string command = std::string(LINEA_CLI_PATH) + " " + args + " 2>&1";
-  std::FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string output;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-  const int raw = pclose(pipe);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, output};
-}
 
 std::string last_line(const std::string& text) {
   const size_t end = text.find_last_not_of('\n');
