@@ -15,6 +15,7 @@ Command bench_command() {
                 bench_train_target(),
                 bench_attention_target(),
                 bench_scan_target(),
+                bench_decode_target(),
             };
             return dispatch({program, "target", targets}, args);
           }};

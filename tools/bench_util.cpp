@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <string>
 
+#include "cuda/memory.h"
 #include "tensor/error.h"
 #include "tools/flags.h"
 
@@ -31,9 +35,17 @@ double median(std::vector<double> values) {
 }
 
 double median_ms(int repeats, const std::function<void()>& fn, int warmup) {
-  for (int i = 0; i < warmup; ++i) fn();
+  return median_ms_with_setup(repeats, [] {}, fn, warmup);
+}
+
+double median_ms_with_setup(int repeats, const std::function<void()>& setup, const std::function<void()>& fn,
+                            int warmup) {
+  for (int i = 0; i < warmup; ++i) setup(), fn();
   std::vector<double> times;
-  for (int i = 0; i < std::max(1, repeats); ++i) times.push_back(time_ms(fn));
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    setup();
+    times.push_back(time_ms(fn));
+  }
   return median(times);
 }
 
@@ -52,6 +64,24 @@ std::pair<double, double> median_ms_pair(int repeats, const std::function<void()
     }
   }
   return {median(times_a), median(times_b)};
+}
+
+void reset_peak_memory(Device device) {
+  if (device.is_cuda()) {
+    cuda::reset_peak(device.index);
+    return;
+  }
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";  // "reset the peak resident set size" (proc(5)); fails quietly where unsupported
+}
+
+double peak_memory_mib(Device device) {
+  if (device.is_cuda()) return static_cast<double>(cuda::memory_stats(device.index).peak) / (1 << 20);
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // "VmHWM: 123 kB"
+  return std::nan("");
 }
 
 JsonLine& JsonLine::add(const std::string& key, double value) {

@@ -9,6 +9,7 @@
 
 #include "cpu/parallel.h"
 #include "nn/json.h"
+#include "tensor/device.h"
 #include "tools/flags.h"
 
 namespace linea::cli::bench {
@@ -45,11 +46,23 @@ double median(std::vector<double> values);
 // touches of memory, thread start-up and lazy initialisation are not what we measure).
 double median_ms(int repeats, const std::function<void()>& fn, int warmup = 1);
 
+// The same where every call needs fresh inputs: setup() runs before each call, untimed.
+double median_ms_with_setup(int repeats, const std::function<void()>& setup, const std::function<void()>& fn,
+                            int warmup = 1);
+
 // Medians of two contenders timed alternately, call by call and in alternating order, so that
 // load from other processes and caches warmed by the other contender fall on both alike and their
 // ratio stays fair on a busy machine.
 std::pair<double, double> median_ms_pair(int repeats, const std::function<void()>& a, const std::function<void()>& b,
                                          int warmup = 1);
+
+// Peak memory over a stretch of work, in MiB: on CUDA the caching allocator's peak in use (what
+// live tensors held), on the CPU the process's peak resident set (Linux's VmHWM, which
+// reset_peak_memory lowers to the current resident set through /proc/self/clear_refs: so it
+// includes the weights and whatever else the process holds). NaN (null in JSON) where it cannot
+// be read.
+void reset_peak_memory(Device device);
+double peak_memory_mib(Device device);
 
 // "1024,4096,16384" -> {1024, 4096, 16384}; a bad or non-positive entry fails the flag by name.
 std::vector<int64_t> positive_list(const Flags& flags, const std::string& flag, const std::string& text);

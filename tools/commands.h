@@ -23,5 +23,6 @@ Command bench_ops_target();        // bench_ops.cpp
 Command bench_train_target();      // bench_train.cpp
 Command bench_attention_target();  // bench_attention.cpp
 Command bench_scan_target();       // bench_scan.cpp
+Command bench_decode_target();     // bench_decode.cpp
 
 }  // namespace linea::cli

@@ -1,0 +1,209 @@
+// `linea bench decode`: generation speed of the standard LM, one layer letter at a time (softmax S,
+// ReGLA R and Fast Decay F, the ReGLA paper's Figure 5, and GLA G). For each context length:
+//   prefill    the time to process a prompt of that length in one pass (LanguageModel::prefill),
+//              beside the training forward over the same tokens (the goal: prefill at
+//              least as fast), and with --compare-steps the prompt fed token by token, as
+//              `linea generate` did before prefill existed;
+//   decode     tokens/s continuing from that context at each batch size (the prompt's state
+//              stacked once per row);
+// each with its peak memory, and the size of the decoding state at batch 1 (flat in the context
+// for the recurrent letters, growing for softmax's KV cache). One JSON line per letter and context.
+//
+// Standard shape (the GPU anchor's, ../shared/bench/decode_graph_bench.py): V=8192, D=512, 6
+// layers, 8 heads of 64, MLP 2048 (GELU tanh), RMSNorm, tied embeddings, random weights, float32.
+// Decoding times the generic path of `linea generate`: step(), the logits copied to the host, the
+// next token chosen there (greedy: the sampler is not what is measured) and copied back. The same
+// code runs on a CUDA device; its fast path (graphs, fused step kernels) is not this file's.
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/memory.h"
+#include "nn/model.h"
+#include "tools/bench_util.h"
+#include "tools/commands.h"
+#include "tools/flags.h"
+
+namespace linea::cli {
+
+namespace {
+
+struct Config : bench::TimingOptions {
+  Config() { repeats = 3; }  // a context of 8k tokens takes long enough per run
+  std::string device = "cpu";
+  std::string letters = "S,R,F,G";
+  std::string contexts = "512,2048,8192";
+  std::string batches = "1,16";
+  std::vector<int64_t> batch_sizes;  // --batches parsed
+  int64_t vocab = 8192, d_model = 512, layers = 6, heads = 8, mlp_hidden = 2048;
+  int64_t decode_tokens = 32;
+  bool compare_steps = false;
+  int warmup = 1;
+};
+
+double mib(double bytes) { return bytes / (1 << 20); }
+
+// The bytes a decoding state holds (every layer's tensors).
+double state_bytes(const nn::LanguageModel::State& state) {
+  double bytes = 0;
+  for (const auto& layer : state.layers)
+    for (const auto& [name, tensor] : layer->tensors())
+      if (tensor.defined()) bytes += static_cast<double>(tensor.numel() * dtype_size(tensor.dtype()));
+  return bytes;
+}
+
+class DecodeBench {
+ public:
+  DecodeBench(const Config& c, char letter, Device device) : c_(c), device_(device), model_(config(c, letter), gen_) {
+    model_.to(device);
+    model_.eval();
+  }
+
+  bench::JsonLine measure(int64_t context) {
+    NoGradGuard no_grad;
+    const Tensor ids = randint(0, c_.vocab, {1, context}, device_, &gen_);
+    bench::JsonLine line;
+    line.add("bench", "decode").add("letter", std::string(1, model_.config().pattern[0]));
+    line.add("layer", nn::layer_kind(model_.config().pattern[0]).name).add("device", device_.str());
+    line.add("params", model_.num_parameters()).add("V", c_.vocab).add("d", c_.d_model).add("L", c_.layers);
+    line.add("H", c_.heads).add("mlp", c_.mlp_hidden).add("context", context);
+    if (device_.is_cpu()) line.add("threads", c_.threads);
+
+    nn::LanguageModel::State prompt_state;
+    Tensor logits;
+    auto prefill = [&] {
+      prompt_state = model_.init_state(1);  // the last run's state freed first
+      logits = model_.prefill(ids, prompt_state);
+      sync();
+    };
+    const double prefill_ms = timed(line, "prefill", context, prefill);
+    timed(line, "forward", context, [&] {
+      model_.forward(ids);
+      sync();
+    });
+    if (c_.compare_steps) {  // one run: at long contexts it takes as long as generating the prompt
+      const double ms = bench::median_ms(1, [&] {
+        nn::LanguageModel::State state = model_.init_state(1);
+        for (int64_t t = 0; t < context; ++t) model_.step(select(ids, 1, t), state);
+        sync();
+      }, 0);
+      line.add("prompt_steps_ms", ms).add("prefill_speedup", ms / prefill_ms);
+    }
+    line.add("state_mib", mib(state_bytes(prompt_state)));
+    for (int64_t batch : c_.batch_sizes) decode(line, batch, prompt_state, logits);
+    return line;
+  }
+
+ private:
+  static nn::ModelConfig config(const Config& c, char letter) {
+    nn::ModelConfig mc;
+    mc.vocab_size = c.vocab;
+    mc.d_model = c.d_model;
+    mc.heads = c.heads;
+    mc.pattern = std::string(static_cast<size_t>(c.layers), letter);
+    mc.mlp = nn::MlpKind::GeluTanh;
+    mc.mlp_hidden = c.mlp_hidden;
+    return mc;
+  }
+
+  void sync() const {
+    if (device_.is_cuda()) cuda::synchronize(device_.index);
+  }
+
+  // <what>_ms, <what>_tok_s for `tokens` tokens, <what>_peak_mib; returns the milliseconds.
+  double timed(bench::JsonLine& line, const std::string& what, int64_t tokens, const std::function<void()>& fn) {
+    bench::reset_peak_memory(device_);
+    const double ms = bench::median_ms(c_.repeats, fn, c_.warmup);
+    line.add(what + "_ms", ms).add(what + "_tok_s", static_cast<double>(tokens) / ms * 1e3);
+    line.add(what + "_peak_mib", bench::peak_memory_mib(device_));
+    return ms;
+  }
+
+  // decode_b<batch>_tok_s, _ms_per_step and _peak_mib: decode_tokens greedy steps of `batch` rows,
+  // each continuing the prompt's state (stacked afresh before every run, untimed).
+  void decode(bench::JsonLine& line, int64_t batch, const nn::LanguageModel::State& prompt_state,
+              const Tensor& prompt_logits) {
+    const std::vector<const nn::LanguageModel::State*> rows(static_cast<size_t>(batch), &prompt_state);
+    const Tensor first_logits = cat(std::vector<Tensor>(static_cast<size_t>(batch), prompt_logits), 0);
+    nn::LanguageModel::State state;
+    auto setup = [&] {
+      state = nn::LanguageModel::State{};
+      state = model_.stack_states(rows);
+      sync();
+    };
+    auto run = [&] {
+      Tensor logits = first_logits;
+      for (int64_t i = 0; i < c_.decode_tokens; ++i) {
+        const Tensor next = argmax(to(logits, kCPU), -1);  // on the host, as generate samples there
+        logits = model_.step(to(next, device_), state);
+      }
+      to(logits, kCPU);
+    };
+    bench::reset_peak_memory(device_);
+    const double ms = bench::median_ms_with_setup(c_.repeats, setup, run, c_.warmup);
+    const std::string key = "decode_b" + std::to_string(batch);
+    line.add(key + "_tok_s", static_cast<double>(batch * c_.decode_tokens) / ms * 1e3);
+    line.add(key + "_ms_per_step", ms / static_cast<double>(c_.decode_tokens));
+    line.add(key + "_peak_mib", bench::peak_memory_mib(device_));
+  }
+
+  const Config& c_;
+  Device device_;
+  Generator gen_{0};
+  nn::LanguageModel model_;
+};
+
+int run(const std::string& program, std::span<const std::string> args) {
+  Config c;
+  Flags flags(program,
+              "Times prompt processing (prefill) and decoding of the standard LM for each layer letter and "
+              "context length, with peak memory (JSON lines).");
+  flags.add("device", &c.device, "cpu, cuda or cuda:N");
+  flags.add("letters", &c.letters, "comma-separated layer letters, each a model of --layers such layers");
+  flags.add("contexts", &c.contexts, "comma-separated prompt lengths decoding continues from");
+  flags.add("batches", &c.batches, "comma-separated batch sizes of the decode measurement");
+  flags.add("decode-tokens", &c.decode_tokens, "decode steps timed per run");
+  flags.add("vocab", &c.vocab, "vocabulary");
+  flags.add("d-model", &c.d_model, "width");
+  flags.add("layers", &c.layers, "layers");
+  flags.add("heads", &c.heads, "heads (head dim: d-model / heads)");
+  flags.add("mlp-hidden", &c.mlp_hidden, "hidden width of the MLP (GELU tanh)");
+  flags.add("compare-steps", &c.compare_steps, "also time the prompt fed token by token through step() (one run)");
+  flags.add("warmup", &c.warmup, "untimed runs before each measurement");
+  bench::add_timing_flags(flags, c);
+  if (!flags.parse(args)) return 0;
+  bench::check_timing_flags(flags, c);
+  if (c.warmup < 0) flags.fail("--warmup must be >= 0");
+  if (c.d_model % std::max<int64_t>(c.heads, 1) != 0) flags.fail("--heads must divide --d-model");
+  for (const auto& [name, value] : {std::pair{"decode-tokens", c.decode_tokens}, {"vocab", c.vocab},
+                                    {"d-model", c.d_model}, {"layers", c.layers}, {"heads", c.heads},
+                                    {"mlp-hidden", c.mlp_hidden}})
+    if (value < 1) flags.fail(std::string("--") + name + " must be at least 1");
+  const std::vector<int64_t> contexts = bench::positive_list(flags, "contexts", c.contexts);
+  c.batch_sizes = bench::positive_list(flags, "batches", c.batches);
+  std::vector<char> letters;
+  for (const std::string& item : bench::split_list(c.letters)) {
+    if (item.size() != 1)
+      flags.fail("--letters takes single layer letters separated by commas, got '" + c.letters + "'");
+    nn::layer_kind(item[0]);  // an unknown letter is an Error listing the known ones
+    letters.push_back(item[0]);
+  }
+  const bench::ThreadsForBench threads(c.threads);
+  const Device device = Device::parse(c.device);
+  bench::JsonLinesOut out(c.out);
+  for (char letter : letters) {
+    DecodeBench bench(c, letter, device);
+    for (int64_t context : contexts) out.write(bench.measure(context));
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command bench_decode_target() {
+  return {"decode", "prompt processing and decoding speed and memory per layer letter and context", run};
+}
+
+}  // namespace linea::cli
