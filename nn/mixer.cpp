@@ -22,6 +22,14 @@ std::vector<std::pair<std::string, Tensor>> DecodeState::tensors() const {
   return out;
 }
 
+void own_storage(DecodeState& state) {
+  for (const auto& [name, tensor] : state.members()) {
+    if (!tensor->defined()) continue;
+    const auto needed = static_cast<size_t>(tensor->numel()) * dtype_size(tensor->dtype());
+    if (tensor->storage()->nbytes() > needed) *tensor = clone(*tensor);
+  }
+}
+
 std::unique_ptr<DecodeState> SequenceMixer::stack_states(const std::vector<const DecodeState*>& rows) const {
   LINEA_CHECK(!rows.empty(), "stack_states", "needs at least one state");
   std::unique_ptr<DecodeState> out = init_state(0);

@@ -54,6 +54,13 @@ class SequenceMixer : public Module {
   virtual std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const;
 };
 
+// Gives every member of the state that is a view into a larger buffer a storage of its own. The
+// parallel forms hand back their last states as views of what they computed for the whole prompt
+// (the fused scan's final state shares one buffer with its (B, H, T, dv) output, the conv's with
+// its padded input, a windowed KV cache with the prompt's keys), so a prefilled state would hold
+// memory that grows with the prompt; every prefill() ends with this, and keeps the fixed size.
+void own_storage(DecodeState& state);
+
 // Checks that x is (B, T, D) with D = expected, naming the layer in the error.
 void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* layer);
 // Checks that x is (B, D) with D = expected.

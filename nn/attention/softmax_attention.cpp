@@ -160,6 +160,7 @@ Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
   const Tensor out = o_proj->forward(attend(q, cache->k, cache->v));
   keep_window(*cache, config_.window);
   cache->position += x.size(1);
+  own_storage(*cache);
   return out;
 }
 

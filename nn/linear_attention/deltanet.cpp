@@ -282,6 +282,7 @@ Tensor DeltaNet::prefill(const Tensor& x, DecodeState& state_in) {
   const Tensor o = chunked_delta_rule(p.q, p.k, p.v, p.beta, s->state, &last_state, config_.chunk_size);
   s->state = last_state;
   s->position += x.size(1);
+  own_storage(*s);
   return finish(o);
 }
 

@@ -166,6 +166,7 @@ Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {
   s->state = last_state;
   s->key_max = in.last_key_max;
   s->position += x.size(1);
+  own_storage(*s);
   return finish(transpose(o, 1, 2));
 }
 

@@ -108,6 +108,7 @@ Tensor WqkvPooling::prefill(const Tensor& x, DecodeState& state_in) {
   WqkvState* s = &prefill_state<WqkvState>(x, state_in, config_.d_model, "WqkvPooling", &WqkvState::keys);
   const Tensor o = pool(project(x), s);
   s->position += x.size(1);
+  own_storage(*s);
   return finish(o);
 }
 

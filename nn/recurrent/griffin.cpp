@@ -37,6 +37,7 @@ Tensor GriffinBlock::prefill(const Tensor& x, DecodeState& state_in) {
   s->conv = last_conv;
   s->h = last_h;
   s->position += x.size(1);
+  own_storage(*s);
   return y;
 }
 

@@ -80,6 +80,16 @@ std::vector<int64_t> greedy(LanguageModel& model, Tensor logits, LanguageModel::
   return out;
 }
 
+// The state prefill leaves holds its own memory, of its own size: no view into the prompt's
+// buffers (the scans' outputs, a windowed cache's trimmed keys), which would grow with the prompt.
+void expect_compact(const LanguageModel::State& state) {
+  for (size_t i = 0; i < state.layers.size(); ++i)
+    for (const auto& [name, t] : state.layers[i]->tensors())
+      if (t.defined())
+        EXPECT_EQ(t.storage()->nbytes(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()))
+            << "layer " << i << " " << name << " " << t.describe();
+}
+
 double tolerance(DType dtype) { return dtype == kFloat64 ? 1e-9 : 1e-5; }
 
 // prefill == T steps, for the state and the next-token logits; then 6 greedy tokens from either.
@@ -91,6 +101,7 @@ void expect_prefill_matches_steps(const Variant& v, int64_t length, DType dtype)
   LanguageModel::State stepped = model->init_state(2), prefilled = model->init_state(2);
   const Tensor by_steps = step_through(*model, ids, stepped);
   const Tensor at_once = model->prefill(ids, prefilled);
+  expect_compact(prefilled);
   std::string worst;
   const double state = state_diff(prefilled, stepped, worst);
   const double logits = relative_diff(at_once, by_steps);
