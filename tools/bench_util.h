@@ -58,9 +58,9 @@ std::pair<double, double> median_ms_pair(int repeats, const std::function<void()
 
 // Peak memory over a stretch of work, in MiB: on CUDA the caching allocator's peak in use (what
 // live tensors held), on the CPU the process's peak resident set (Linux's VmHWM, which
-// reset_peak_memory lowers to the current resident set through /proc/self/clear_refs: so it
-// includes the weights and whatever else the process holds). NaN (null in JSON) where it cannot
-// be read.
+// reset_peak_memory lowers to the current resident set through /proc/self/clear_refs, after
+// handing malloc's free blocks back to the system: so it includes the weights and whatever else
+// the process holds). NaN (null in JSON) where it cannot be read.
 void reset_peak_memory(Device device);
 double peak_memory_mib(Device device);
 
