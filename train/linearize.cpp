@@ -379,8 +379,12 @@ LinearizeResult linearize(const LinearizeOptions& options, bool resume, std::FIL
   options.validate();
   const TrainOptions& o = options.train;
   const SourceRun source = load_source_run(options.checkpoint);
-  // Refuse a pattern that does not fit before reading any data.
-  nn::linearized_layers(source.config, o.model_config(source.config.vocab_size));
+  {
+    // Refuse what does not fit (a pattern, a letter, a shape) before reading data or writing.
+    Generator unused(0);
+    nn::LanguageModel probe(new_model_config(o, source.config.vocab_size, false), unused);
+    nn::copy_linearized_weights(source.config, source.checkpoint.model, probe);
+  }
 
   const std::string options_file = linearize_options_path(o.out);
   if (resume) {
