@@ -47,6 +47,7 @@ void ModelConfig::validate() const {
     LINEA_CHECK(letter.size() == 1, "config", "\"layers\" keys are single layer letters, got \"", letter, "\"");
     LINEA_CHECK(options.is_object(), "config", "options of layer '", letter, "' must be an object");
   }
+  lora.validate();
 }
 
 json::Value ModelConfig::to_json() const {
@@ -64,6 +65,7 @@ json::Value ModelConfig::to_json() const {
   v["dropout"] = dropout;
   v["seed"] = seed;
   v["layers"] = layers;
+  if (lora.enabled()) v["lora"] = lora.to_json();
   return v;
 }
 
@@ -71,7 +73,7 @@ ModelConfig ModelConfig::from_json(const json::Value& v) {
   LINEA_CHECK(v.is_object(), "config", "a model config must be a JSON object");
   static const std::set<std::string> known = {"vocab_size", "d_model", "heads", "head_dim", "pattern",
                                               "norm", "norm_eps", "mlp", "mlp_hidden", "tie_embeddings",
-                                              "dropout", "seed", "layers"};
+                                              "dropout", "seed", "layers", "lora"};
   for (const auto& [key, value] : v.items())
     LINEA_CHECK(known.count(key), "config", "unknown key \"", key, "\"");
   ModelConfig c;
@@ -88,6 +90,7 @@ ModelConfig ModelConfig::from_json(const json::Value& v) {
   c.dropout = json::get_or<double>(v, "dropout", c.dropout, "config");
   c.seed = json::get_or<uint64_t>(v, "seed", c.seed, "config");
   if (const json::Value* layers = json::find(v, "layers"); layers && !layers->is_null()) c.layers = *layers;
+  if (const json::Value* lora = json::find(v, "lora")) c.lora = LoraConfig::from_json(*lora);
   c.validate();
   return c;
 }

@@ -5,6 +5,9 @@
 //    "mlp": "swiglu", "tie_embeddings": true,
 //    "layers": {"R": {"feature_map": "relu"}, "S": {"window": 64, "kv_heads": 1}}}
 //
+// A model with LoRA adapters (nn/layers/lora.h; the fine-tuning stage of `linea linearize`) has
+// one more member, "lora": {"rank": 8, "alpha": 16, "targets": "q,k,v,o"}; a model without has none.
+//
 // "layers" holds per-letter options that override the defaults of that letter's layer (the keys
 // each letter accepts are listed by `linea train --help-layers` and docs/layers.md); an unknown
 // key is an error, never silently ignored.
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "nn/json.h"
+#include "nn/layers/lora.h"
 #include "nn/layers/norm.h"
 
 namespace linea::nn {
@@ -42,6 +46,7 @@ struct ModelConfig {
   double dropout = 0.0;        // residual dropout after each mixer and MLP
   uint64_t seed = 0;           // seeds the dropout masks' generator
   json::Value layers = json::Value::object();  // per-letter overrides
+  LoraConfig lora;             // rank 0 (the default): no adapters
 
   int64_t layer_count() const { return static_cast<int64_t>(pattern.size()); }
   int64_t resolved_head_dim() const { return head_dim ? head_dim : d_model / heads; }

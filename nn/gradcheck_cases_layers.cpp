@@ -3,6 +3,7 @@
 // non-contiguous inputs, decoding shapes and states.
 #include "nn/gradcheck_cases.h"
 #include "nn/gradcheck_module.h"
+#include "nn/init.h"
 #include "nn/layers/conv1d.h"
 #include "nn/layers/dropout.h"
 #include "nn/layers/embedding.h"
@@ -31,6 +32,17 @@ void add_linear_cases(Cases& cases) {
       "Linear/no_bias_transposed_input",
       [](Generator& g) { return std::make_shared<Linear>(4, 3, g, LinearOptions{.bias = false}); }, inputs_of({{4, 6}}),
       [](Linear& m, const Inputs& x) { return m.forward(transpose(x[0], 0, 1)); }));
+  // LoRA: W, b, the adapter's A and B and the input. B is drawn at random (it starts at zero,
+  // which would leave A's gradient zero and unchecked).
+  cases.push_back(module_case(
+      "Linear/lora",
+      [](Generator& g) {
+        auto m = std::make_shared<Linear>(5, 3, g);
+        m->add_lora(2, 3.0, g);
+        init::normal_(m->lora->B, 0.0, 0.5, g);
+        return m;
+      },
+      inputs_of({{2, 4, 5}}), [](Linear& m, const Inputs& x) { return m.forward(x[0]); }));
   // A repeated id: its row's gradient is the sum of both uses.
   const Tensor ids = from_vector(std::vector<int64_t>{1, 4, 1, 6, 0, 4}, {2, 3});
   cases.push_back(module_case(

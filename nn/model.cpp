@@ -95,8 +95,11 @@ Tensor Block::mlp_branch(const Tensor& x) {
   return mlp->forward(mlp_norm->forward(x));
 }
 
-Tensor Block::forward(const Tensor& x) {
-  const Tensor h = x + residual_dropout(mixer->forward(mixer_norm->forward(x)));
+Tensor Block::forward(const Tensor& x, MixerIO* io) {
+  const Tensor mixer_in = mixer_norm->forward(x);
+  const Tensor mixer_out = mixer->forward(mixer_in);
+  if (io) *io = {mixer_in, mixer_out};
+  const Tensor h = x + residual_dropout(mixer_out);
   return h + residual_dropout(mlp_branch(h));
 }
 
@@ -108,6 +111,40 @@ Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
 Tensor Block::prefill(const Tensor& x, DecodeState& mixer_state) {
   const Tensor h = x + mixer->prefill(mixer_norm->forward(x), mixer_state);
   return h + mlp_branch(h);
+}
+
+// ---- LoRA ----
+
+namespace {
+
+// The LoRA target a mixer's projection answers to ("q_proj" -> "q"; "" for the others).
+std::string projection_target(const std::string& member) {
+  if (member == "q_proj") return "q";
+  if (member == "k_proj") return "k";
+  if (member == "v_proj") return "v";
+  if (member == "o_proj" || member == "out_proj") return "o";
+  return "";
+}
+
+}  // namespace
+
+int64_t add_lora_adapters(Block& block, const LoraConfig& config, Generator& gen) {
+  const std::vector<std::string> targets = config.target_list();
+  auto wanted = [&](const std::string& target) {
+    return !target.empty() && std::find(targets.begin(), targets.end(), target) != targets.end();
+  };
+  int64_t added = 0;
+  auto adapt = [&](const Module& parent, const std::function<std::string(const std::string&)>& target_of) {
+    for (const auto& [name, child] : parent.named_children()) {
+      const auto linear = std::dynamic_pointer_cast<Linear>(child);
+      if (!linear || !wanted(target_of(name))) continue;
+      linear->add_lora(config.rank, config.alpha, gen);
+      ++added;
+    }
+  };
+  adapt(*block.mixer, projection_target);
+  adapt(*block.mlp, [](const std::string&) { return std::string("mlp"); });
+  return added;
 }
 
 // ---- LanguageModel ----
@@ -123,6 +160,13 @@ LanguageModel::LanguageModel(const ModelConfig& config, Generator& gen)
   if (!config_.tie_embeddings)
     head_ = register_module("head", std::make_shared<Linear>(config_.d_model, config_.vocab_size, gen,
                                                              LinearOptions{.bias = false, .init = LinearInit::Normal}));
+  // Adapters last, so the base weights draw the same numbers with and without them.
+  if (config_.lora.enabled()) {
+    int64_t adapters = 0;
+    for (const auto& block : blocks_) adapters += add_lora_adapters(*block, config_.lora, gen);
+    LINEA_CHECK(adapters > 0, "config", "the LoRA targets \"", config_.lora.targets, "\" name no layer of the pattern ",
+                config_.pattern);
+  }
 }
 
 void LanguageModel::check_ids(const Tensor& ids, const char* what) const {
@@ -141,6 +185,17 @@ Tensor LanguageModel::forward(const Tensor& ids) {
   Tensor h = embed_->forward(ids);
   for (const auto& block : blocks_) h = block->forward(h);
   return logits(h);
+}
+
+std::vector<MixerIO> LanguageModel::mixer_activations(const Tensor& ids, int64_t layers) {
+  check_ids(ids, "ids");
+  LINEA_CHECK(ids.dim() == 2, "LanguageModel", "ids must be (batch, time), got ", ids.describe());
+  LINEA_CHECK(layers >= 0 && layers <= static_cast<int64_t>(blocks_.size()), "LanguageModel", "mixer_activations: ",
+              layers, " layers asked of a model with ", blocks_.size());
+  std::vector<MixerIO> out(layers);
+  Tensor h = embed_->forward(ids);
+  for (int64_t i = 0; i < layers; ++i) h = blocks_[i]->forward(h, &out[i]);
+  return out;
 }
 
 Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {

@@ -36,12 +36,18 @@ struct LayerKind {
 const std::vector<LayerKind>& layer_kinds();
 const LayerKind& layer_kind(char letter);  // Error naming the known letters otherwise
 
+// What a block's mixer saw and gave: its input (the normed hidden state) and its output, (B, T, D).
+struct MixerIO {
+  Tensor input, output;
+};
+
 // The residual block around one mixer.
 class Block : public Module {
  public:
   // dropout_gen: the model's one dropout stream, shared by every block (null: no dropout).
   Block(const ModelConfig& config, char letter, Generator& gen, std::shared_ptr<Generator> dropout_gen);
-  Tensor forward(const Tensor& x);                          // (B, T, D)
+  // (B, T, D); io, when given, receives the mixer's input and output.
+  Tensor forward(const Tensor& x, MixerIO* io = nullptr);
   Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
   Tensor prefill(const Tensor& x, DecodeState& mixer_state);  // (B, T, D)
 
@@ -75,6 +81,9 @@ class LanguageModel : public Module {
   LanguageModel(const ModelConfig& config, Generator& gen);
 
   Tensor forward(const Tensor& ids);  // ids (B, T) Int64 -> logits (B, T, V)
+  // The mixers' inputs and outputs in blocks 0 .. layers-1 on ids; the blocks after them and the
+  // head are not run. The teacher's side of attention transfer (train/linearize.h).
+  std::vector<MixerIO> mixer_activations(const Tensor& ids, int64_t layers);
   // Mean cross-entropy of predicting targets (B, T) (ignore_index -100 skips a position).
   Tensor loss(const Tensor& ids, const Tensor& targets);
 
@@ -119,6 +128,10 @@ class LanguageModel : public Module {
 // optimizer entry made from it ("exp_avg.blocks.0.attn_norm.weight"). Other keys come back as they
 // are. train/checkpoint.cpp applies it to everything a checkpoint names.
 std::string current_parameter_name(const std::string& key);
+
+// Puts a LoRA adapter on every Linear of the block that config.targets names (nn/layers/lora.h);
+// returns how many. The LanguageModel does it for a config with LoRA.
+int64_t add_lora_adapters(Block& block, const LoraConfig& config, Generator& gen);
 
 // The norm and the feed-forward part the config names (ModelConfig::norm, ::mlp).
 std::shared_ptr<Norm> make_norm(const ModelConfig& config, int64_t dim);

@@ -56,6 +56,10 @@ class Module {
   void to(DType dtype);
   void zero_grad();
 
+  // The direct children in registration order (name, module): for code that looks for a kind of
+  // layer by name, e.g. LoRA's targets (nn/layers/lora.h).
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+
  protected:
   void register_parameter(const std::string& name, Tensor* slot, bool weight_decay = true);
   void register_buffer(const std::string& name, Tensor* slot);

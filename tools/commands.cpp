@@ -8,6 +8,7 @@ namespace linea::cli {
 CommandTable linea_commands() {
   static const std::vector<Command> commands = {
       train_command(),
+      linearize_command(),
       eval_command(),
       generate_command(),
       tokenizer_command(),

@@ -7,6 +7,7 @@
 namespace linea::cli {
 
 Command train_command();      // train_command.cpp
+Command linearize_command();  // linearize_command.cpp
 Command eval_command();       // eval_command.cpp
 Command generate_command();   // generate_command.cpp
 Command tokenizer_command();  // tokenizer_command.cpp

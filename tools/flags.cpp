@@ -145,6 +145,12 @@ Flags::Flag* Flags::find(const std::string& name) {
   return nullptr;
 }
 
+bool Flags::has(const std::string& name) const {
+  for (const Flag& f : flags_)
+    if (f.name == name) return true;
+  return false;
+}
+
 bool Flags::was_set(const std::string& name) const {
   for (const Flag& f : flags_)
     if (f.name == name) return f.seen;

@@ -62,8 +62,10 @@ class Flags {
   bool parse(std::span<const std::string> args, std::ostream& help_out);
   bool parse(std::span<const std::string> args);  // help to stdout
 
-  // True when the user gave the flag (as opposed to keeping its default).
+  // True when the user gave the flag (as opposed to keeping its default); asking about a name
+  // that is not a flag is a programming error (std::logic_error).
   bool was_set(const std::string& name) const;
+  bool has(const std::string& name) const;  // whether name is one of the flags
 
   std::string usage() const;
   const std::string& program() const { return program_; }

@@ -17,6 +17,7 @@
 #include "tools/commands.h"
 #include "tools/flags.h"
 #include "tools/stop_signals.h"
+#include "tools/train_flags.h"
 #include "train/checkpoint.h"
 #include "train/json_file.h"
 #include "train/trainer.h"
@@ -24,11 +25,6 @@
 namespace linea::cli {
 
 namespace {
-
-std::string to_flag_name(std::string key) {
-  std::replace(key.begin(), key.end(), '_', '-');
-  return key;
-}
 
 // The words of a JSON config file as if they had been typed before the real flags, so that the
 // flag parser checks their types and the real flags, coming later, win.
@@ -59,11 +55,10 @@ std::vector<std::string> expand_config(std::span<const std::string> args) {
 
 void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholder, bool* help_layers) {
   f.add("config", config_placeholder, "JSON file of options (keys as below, with underscores); flags override it");
-  f.add("data", &o.data, "text file, or directory with train.txt/valid.txt/test.txt; empty: the fortunes corpus");
+  add_data_flags(f, o);
   f.add_choice("tokenizer", &o.tokenizer, {"byte", "char", "word", "bpe"}, "tokenizer built from the train split");
   f.add("vocab-size", &o.vocab_size, "target vocabulary of --tokenizer bpe");
   f.add("tokenizer-file", &o.tokenizer_file, "a tokenizer saved by `linea tokenizer train` (overrides --tokenizer)");
-  f.add("cache-dir", &o.cache_dir, "where encoded corpora are cached; empty: default; 'none': no cache");
   f.add("model", &o.model, "layer pattern, one letter per layer (see --help-layers), e.g. RRRR or SRSR");
   f.add("layers", &o.layers, "with a one-letter --model: the number of layers");
   f.add("d-model", &o.d_model, "model width");
@@ -74,36 +69,9 @@ void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholde
   f.add("tie-embeddings", &o.tie_embeddings, "share the embedding with the output head");
   f.add("dropout", &o.dropout, "residual dropout");
   f.add("layer-options", &o.layer_options, "JSON per-letter layer options, e.g. '{\"R\": {\"feature_map\": \"relu\"}}'");
-  f.add("steps", &o.steps, "optimizer steps");
-  f.add("batch", &o.batch, "sequences per micro-batch");
-  f.add("seq", &o.seq, "tokens per sequence");
-  f.add("accum", &o.accum, "micro-batches per step (gradient accumulation)");
-  f.add_choice("optimizer", &o.optimizer, {"adamw", "sgd"}, "optimizer");
-  f.add("lr", &o.lr, "peak learning rate");
-  f.add("min-lr", &o.min_lr, "learning rate at the end of the decay");
-  f.add("warmup", &o.warmup, "linear warmup steps");
-  f.add_choice("schedule", &o.schedule, {"cosine", "linear", "constant"}, "decay after warmup");
-  f.add("weight-decay", &o.weight_decay, "decoupled weight decay (not on norms, biases, embeddings)");
-  f.add("beta1", &o.beta1, "AdamW beta1");
-  f.add("beta2", &o.beta2, "AdamW beta2");
-  f.add("eps", &o.eps, "AdamW epsilon");
-  f.add("momentum", &o.momentum, "SGD momentum");
-  f.add("clip", &o.clip, "clip gradients to this global norm; 0: off");
-  f.add("seed", &o.seed, "seed of weights, batches, dropout and the sample");
-  f.add("device", &o.device, "cpu, cuda or cuda:N");
-  f.add("out", &o.out, "run directory: checkpoints and log.jsonl");
-  f.add("resume", &o.resume, "continue the run in --out from its latest checkpoint");
-  f.add("eval-every", &o.eval_every, "steps between validation checks; 0: only at the end");
-  f.add("eval-batches", &o.eval_batches, "batches per periodic validation check (the final one uses all)");
-  f.add("log-every", &o.log_every, "steps between progress lines when not on a terminal");
-  f.add("save-every", &o.save_every, "steps between checkpoints (one is always written at the end)");
-  f.add("sample-tokens", &o.sample_tokens, "tokens generated after training; 0: none");
-  f.add("prompt", &o.prompt, "prompt of the sample; text the tokenizer cannot encode is an error");
-  f.add("drop-unknown", &o.drop_unknown,
-        "leave out of the prompt what the tokenizer cannot encode (with a warning naming it) instead of failing");
-  f.add("temperature", &o.temperature, "sampling temperature");
-  f.add("top-k", &o.top_k, "sample among the k most likely tokens; 0: all");
-  f.add("top-p", &o.top_p, "nucleus sampling threshold");
+  add_optimization_flags(f, o);
+  add_lora_flags(f, o);
+  add_run_flags(f, o);
   f.add("help-layers", help_layers, "list the layer letters of --model and exit");
 }
 
@@ -136,18 +104,6 @@ train::TrainOptions resumed_options(const train::TrainOptions& given, const Flag
   saved.resume = true;
   saved.out = given.out;
   return saved;
-}
-
-// A word as the shell reads it back: as it is when every character is safe, else single-quoted.
-std::string shell_quote(const std::string& word) {
-  constexpr std::string_view kSafe = "_-./:@+,";
-  const bool safe = !word.empty() && std::all_of(word.begin(), word.end(), [&](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || kSafe.find(c) != kSafe.npos;
-  });
-  if (safe) return word;
-  std::string quoted = "'";
-  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
 }
 
 // The command that continues a stopped run: --resume takes every option from the checkpoint, so

@@ -42,6 +42,8 @@ const std::map<std::string, Binding>& bindings() {
       {"save_every", bind_field(&O::save_every)}, {"sample_tokens", bind_field(&O::sample_tokens)}, {"prompt", bind_field(&O::prompt)},
       {"drop_unknown", bind_field(&O::drop_unknown)},
       {"temperature", bind_field(&O::temperature)}, {"top_k", bind_field(&O::top_k)}, {"top_p", bind_field(&O::top_p)},
+      {"lora_rank", bind_field(&O::lora_rank)}, {"lora_alpha", bind_field(&O::lora_alpha)},
+      {"lora_targets", bind_field(&O::lora_targets)}, {"merge_lora", bind_field(&O::merge_lora)},
   };
   return table;
 }
@@ -51,7 +53,8 @@ const std::map<std::string, Binding>& bindings() {
 bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> run_control = {"steps", "device", "out", "eval_every", "eval_batches", "log_every",
                                                     "save_every", "sample_tokens", "prompt", "drop_unknown",
-                                                    "temperature", "top_k", "top_p", "cache_dir", "data"};
+                                                    "temperature", "top_k", "top_p", "cache_dir", "data",
+                                                    "merge_lora"};
   return run_control.count(key) > 0;
 }
 
@@ -83,6 +86,7 @@ nn::ModelConfig TrainOptions::model_config(int64_t vocab) const {
   c.dropout = dropout;
   c.seed = seed;
   c.layers = json::parse(layer_options);
+  c.lora = {.rank = lora_rank, .alpha = lora_alpha, .targets = lora_targets};
   c.validate();
   return c;
 }
@@ -112,6 +116,9 @@ void TrainOptions::validate() const {
               "--eval-every, --save-every and --eval-batches must be >= 0");
   LINEA_CHECK(optimizer == "adamw" || optimizer == "sgd", "train", "--optimizer must be adamw or sgd, got ", optimizer);
   LINEA_CHECK(!out.empty(), "train", "--out must name a directory");
+  LINEA_CHECK(lora_rank >= 0, "train", "--lora-rank must be >= 0 (0: no LoRA), got ", lora_rank);
+  LINEA_CHECK(std::isfinite(lora_alpha) && lora_alpha > 0, "train", "--lora-alpha must be positive, got ", lora_alpha);
+  if (lora_rank > 0) nn::LoraConfig{.rank = lora_rank, .alpha = lora_alpha, .targets = lora_targets}.validate();
   json::Value parsed;
   try {
     parsed = json::parse(layer_options);

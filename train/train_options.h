@@ -48,6 +48,13 @@ struct TrainOptions {
   double momentum = 0.9;         // sgd
   double clip = 1.0;             // max global gradient norm; 0 = no clipping
 
+  // LoRA fine-tuning (nn/layers/lora.h): rank > 0 puts adapters on the targets and trains only
+  // them, the base weights frozen; at the end of the run they are merged into the weights.
+  int64_t lora_rank = 0;
+  double lora_alpha = 16.0;
+  std::string lora_targets = "q,k,v,o";  // of q, k, v, o, mlp
+  bool merge_lora = true;        // the final checkpoint holds merged weights (a plain model)
+
   // Run.
   uint64_t seed = 0;
   std::string device = "cpu";

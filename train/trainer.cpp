@@ -19,8 +19,24 @@
 #include "train/schedule.h"
 #include "train/sgd.h"
 #include "train/train_step.h"
+#include "train/trainable.h"
 
 namespace linea::train {
+
+uint64_t derive_seed(uint64_t seed, uint64_t stream) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, std::vector<nn::NamedParameter> params) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<SGD>(std::move(params),
+                                 SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+  return std::make_unique<AdamW>(std::move(params), AdamWOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2,
+                                                                 .eps = o.eps, .weight_decay = o.weight_decay});
+}
 
 namespace {
 
@@ -30,21 +46,26 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Independent seeds for the run's random streams, all derived from --seed (splitmix64).
-uint64_t derive_seed(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+// With LoRA only the adapters train; otherwise everything.
+std::vector<nn::NamedParameter> trainable_parameters(const TrainOptions& o, const nn::Module& model) {
+  if (o.lora_rank > 0) return freeze_all_but(model, nn::is_lora_parameter, "train");
+  return model.named_parameters();
 }
-enum Stream : uint64_t { kInitStream, kBatchStream, kDropoutStream, kSampleStream };
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const nn::Module& model) {
-  if (o.optimizer == "sgd")
-    return std::make_unique<SGD>(model.named_parameters(),
-                                 SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
-  return std::make_unique<AdamW>(model.named_parameters(), AdamWOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2,
-                                                                        .eps = o.eps, .weight_decay = o.weight_decay});
+// The final checkpoint of a LoRA run with merge_lora: the adapters folded into the weights, and
+// what a plain run of that model would hold (options without LoRA, a fresh optimizer state).
+Checkpoint merged_lora_checkpoint(Checkpoint ck, const TrainOptions& o, const nn::ModelConfig& config) {
+  nn::ModelConfig plain = config;
+  plain.lora = {};
+  TrainOptions plain_options = o;
+  plain_options.lora_rank = 0;
+  ck.model = nn::merge_lora(ck.model, config.lora);
+  ck.config = plain.to_json();
+  ck.trainer.extra["options"] = plain_options.to_json();
+  Generator gen(0);
+  nn::LanguageModel plain_model(plain, gen);  // only its parameter names and shapes are used
+  ck.optimizer = make_optimizer(plain_options, plain_model.named_parameters())->state();
+  return ck;
 }
 
 // What a resumed run reads back, when there is a checkpoint to resume from.
@@ -66,7 +87,8 @@ std::optional<ResumePoint> find_resume_point(const TrainOptions& o) {
   return ResumePoint{load_checkpoint(*latest), *latest};
 }
 
-Corpus load_training_corpus(const TrainOptions& o, const std::optional<ResumePoint>& resume, Progress& progress) {
+Corpus load_training_corpus(const TrainOptions& o, const std::optional<ResumePoint>& resume, const RunStart& start,
+                            Progress& progress) {
   CorpusOptions c;
   c.data = o.data;
   c.tokenizer = o.tokenizer;
@@ -74,6 +96,7 @@ Corpus load_training_corpus(const TrainOptions& o, const std::optional<ResumePoi
   c.cache_dir = o.cache_dir == "none" ? "" : (o.cache_dir.empty() ? default_cache_dir() : o.cache_dir);
   c.log = [&](const std::string& m) { progress.message(m); };
   if (resume) c.given_tokenizer = tokenizer_from_record(resume->checkpoint.trainer.tokenizer, resume->dir);
+  else if (start.tokenizer) c.given_tokenizer = start.tokenizer;
   else if (!o.tokenizer_file.empty()) c.given_tokenizer = load_tokenizer(o.tokenizer_file);
   Corpus corpus = load_corpus(c);
   LINEA_CHECK(static_cast<int64_t>(corpus.train.size()) > o.seq, "train", "the training split of '", corpus.name,
@@ -81,6 +104,12 @@ Corpus load_training_corpus(const TrainOptions& o, const std::optional<ResumePoi
   LINEA_CHECK(corpus.valid.size() >= 2 && corpus.test.size() >= 2, "train", "the valid or test split of '",
               corpus.name, "' is empty");
   return corpus;
+}
+
+int64_t trainable_count(const Optimizer& optimizer) {
+  int64_t n = 0;
+  for (const nn::NamedParameter& p : optimizer.parameters()) n += p.tensor.numel();
+  return n;
 }
 
 json::Value eval_record(int64_t step, const char* split, const EvalResult& r) {
@@ -103,7 +132,8 @@ std::string describe_eval(const char* split, const EvalResult& r) {
 
 }  // namespace
 
-TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopRequested& stop_requested) {
+TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopRequested& stop_requested,
+                        const RunStart& run_start) {
   const auto start = Clock::now();
   const auto stop = [&] { return stop_requested && stop_requested(); };
   TrainOptions o = options;
@@ -112,7 +142,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   const std::optional<ResumePoint> resume = find_resume_point(o);
   Progress progress(o.steps, o.log_every, out);
 
-  Corpus corpus = load_training_corpus(o, resume, progress);
+  Corpus corpus = load_training_corpus(o, resume, run_start, progress);
   // The sample's prompt is checked now rather than after training: one the tokenizer cannot
   // encode fails (or, with drop_unknown, loses those pieces) before the first step.
   std::string prompt = o.prompt;
@@ -126,8 +156,9 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   seeded.seed = derive_seed(o.seed, kDropoutStream);
   Generator init_gen(derive_seed(o.seed, kInitStream));
   nn::LanguageModel model(seeded, init_gen);
+  const json::Value start_record = !resume && run_start.initialize ? run_start.initialize(model) : json::Value();
   model.to(device);
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(o, model);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(o, trainable_parameters(o, model));
   RandomBatcher batcher(corpus.train, o.batch, o.seq, derive_seed(o.seed, kBatchStream));
   const LrSchedule schedule({.peak_lr = o.lr, .min_lr = o.min_lr, .warmup_steps = o.warmup, .total_steps = o.steps,
                              .decay = parse_decay(o.schedule)});
@@ -154,17 +185,25 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     record["parameters"] = model.num_parameters();
     record["corpus"] = corpus.name;
     record["tokenizer"] = corpus.tokenizer->name();
+    record["trainable_parameters"] = trainable_count(*optimizer);
     log.write(record);
+    if (!start_record.is_null()) log.write(start_record);
   }
   progress.message("linea train: " + std::to_string(model.num_parameters()) + " parameters, pattern " + config.pattern +
                    ", vocab " + std::to_string(config.vocab_size) + " (" + corpus.tokenizer->name() + "), " +
                    std::to_string(corpus.train.size()) + " training tokens, device " + device.str() +
+                   (o.lora_rank > 0 ? ", LoRA rank " + std::to_string(o.lora_rank) + " (" +
+                                          std::to_string(trainable_count(*optimizer)) + " trainable)" : "") +
                    (resume ? ", resuming from step " + std::to_string(step) : ""));
 
   // The latest checkpoint and its step: a stop right after a periodic save (or before the first
   // step of a resumed run) has nothing new to write.
   std::string last_checkpoint = resume ? resume->dir : "";
   int64_t saved_step = resume ? step : -1;
+  // What every checkpoint keeps in trainer.extra besides the options.
+  json::Value extra = resume ? resume->checkpoint.trainer.extra : run_start.extra;
+  if (!extra.is_object()) extra = json::Value::object();
+  extra["options"] = o.to_json();
   auto save = [&](int64_t at) {
     Checkpoint ck;
     ck.model = model.state_dict();
@@ -176,8 +215,15 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     ck.trainer.rng_offset = model.dropout_generator().offset();
     ck.trainer.data = to_json(batcher.state());
     ck.trainer.tokenizer = tokenizer_record(*corpus.tokenizer);
-    ck.trainer.extra = json::Value::object();
-    ck.trainer.extra["options"] = o.to_json();
+    ck.trainer.extra = extra;
+    const bool merge = at == o.steps && o.lora_rank > 0 && o.merge_lora;
+    if (merge) {
+      ck = merged_lora_checkpoint(std::move(ck), o, config);
+      json::Value record = json::Value::object();
+      record["kind"] = "lora_merged";
+      record["step"] = at;
+      log.write(record);
+    }
     last_checkpoint = save_checkpoint(o.out, ck);
     saved_step = at;
     return last_checkpoint;

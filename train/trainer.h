@@ -17,8 +17,12 @@
 // continues exactly as if nothing had happened.
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "nn/model.h"
+#include "train/optimizer.h"
+#include "train/tokenizer.h"
 #include "train/train_options.h"
 
 namespace linea::train {
@@ -43,7 +47,31 @@ struct TrainResult {
 // built, right before the first step: nothing is worth saving before it.
 using StopRequested = std::function<bool()>;
 
+// How a run that does not start from a random model begins (`linea linearize`'s fine-tuning
+// stage, train/linearize.h). Used by a fresh run only: --resume reads everything from the
+// checkpoint, and keeps the checkpoint's trainer.extra entries other than "options".
+struct RunStart {
+  // Called on the new model (on the CPU, before the optimizer is made) to put its first weights
+  // in; what it returns, unless null, is written to the log after the config record.
+  std::function<json::Value(nn::LanguageModel& model)> initialize;
+  std::shared_ptr<const Tokenizer> tokenizer;  // encode with this vocabulary instead of building one
+  json::Value extra = json::Value::object();   // kept in every checkpoint's trainer.extra
+};
+
 // Messages (progress, evaluations, the sample) go to `out`; the JSONL log to options.out/log.jsonl.
-TrainResult train_model(const TrainOptions& options, std::FILE* out = stderr, const StopRequested& stop_requested = {});
+//
+// With options.lora_rank > 0 only the adapters train (train/trainable.h); at the end of the run
+// (not when stopped early) the checkpoint holds them merged into the weights when
+// options.merge_lora: a plain model, whose options say lora_rank 0 and whose optimizer state is
+// fresh, so that `linea train --resume` continues it as an ordinary run.
+TrainResult train_model(const TrainOptions& options, std::FILE* out = stderr, const StopRequested& stop_requested = {},
+                        const RunStart& start = {});
+
+// The optimizer options name (AdamW or SGD with their hyperparameters) over params.
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& options, std::vector<nn::NamedParameter> params);
+
+// Independent seeds for a run's random streams, all derived from --seed (splitmix64).
+enum SeedStream : uint64_t { kInitStream, kBatchStream, kDropoutStream, kSampleStream, kTransferBatchStream };
+uint64_t derive_seed(uint64_t seed, uint64_t stream);
 
 }  // namespace linea::train

@@ -36,7 +36,15 @@ Tensor Linear::forward(const Tensor& x) const {
 Tensor Linear::forward_without_bias(const Tensor& x) const {
   check_last_dim(x, in_features(), "Linear");
   // matmul folds the leading dims into the rows of one GEMM against the shared W^T.
-  return matmul(x, t(weight));
+  const Tensor y = matmul(x, t(weight));
+  return lora ? y + lora->forward(x) : y;
+}
+
+void Linear::add_lora(int64_t rank, double alpha, Generator& gen) {
+  LINEA_CHECK(!lora, "Linear", "add_lora: this layer already has a LoRA adapter");
+  lora = register_module("lora", std::make_shared<LoraAdapter>(in_features(), out_features(), rank, alpha, gen));
+  lora->to(weight.dtype());
+  lora->to(weight.device());
 }
 
 }  // namespace linea::nn

@@ -3,6 +3,10 @@
 //   x (..., in) -> y (..., out);  W (out, in), b (out).
 // W is stored (out, in) as in PyTorch, so checkpoints map one to one and a row of W is one
 // output's weights; the product reads W^T as a transposed view (no copy).
+// add_lora gives it a low-rank update (nn/layers/lora.h): y = x W^T + b + (alpha/r) (x A^T) B^T.
+#include <memory>
+
+#include "nn/layers/lora.h"
 #include "nn/module.h"
 
 namespace linea::nn {
@@ -28,8 +32,13 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, Generator& gen, LinearOptions options = {});
 
   Tensor forward(const Tensor& x) const;
-  // x W^T alone, for a caller that adds the bias inside a fused op of its own.
+  // x W^T alone (with the LoRA update, if any), for a caller that adds the bias inside a fused op
+  // of its own.
   Tensor forward_without_bias(const Tensor& x) const;
+
+  // Adds a LoRA adapter (a child named "lora", initialised from gen, on the weight's device and
+  // dtype). Once per Linear.
+  void add_lora(int64_t rank, double alpha, Generator& gen);
 
   int64_t in_features() const { return weight.size(1); }
   int64_t out_features() const { return weight.size(0); }
@@ -38,6 +47,7 @@ class Linear : public Module {
   // Registered by pointer ("weight", "bias"): assigning a tensor here replaces the parameter.
   Tensor weight;  // (out, in), weight decay
   Tensor bias;    // (out), no weight decay; undefined without bias
+  std::shared_ptr<LoraAdapter> lora;  // null without LoRA
 };
 
 }  // namespace linea::nn

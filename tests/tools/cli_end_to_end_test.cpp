@@ -1,6 +1,7 @@
 // The `linea` program as a user runs it: exit statuses (0 success, 1 failure, 2 usage) and the
 // output contract scripts rely on (`linea eval` ends with "loss=<x> ppl=<y>", `linea gradcheck`
 // with "N passed, M failed").
+#include <filesystem>
 #include <regex>
 #include <string>
 
@@ -59,6 +60,41 @@ TEST(CliEndToEnd, TrainEvalGenerate) {
   const Outcome resumed = run_linea("train " + common + "--resume --steps 8 --sample-tokens 0 --out " + dir / "run");
   EXPECT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("trained 8 steps"), std::string::npos) << resumed.output;
+}
+
+// `linea linearize` on a trained softmax run: the stages in --help, both stages run, and the run
+// directory it writes is one that eval, generate and train --resume read.
+TEST(CliEndToEnd, LinearizeATrainedSoftmaxRun) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the quick brown fox " + std::to_string(i % 7) + " jumps over the lazy dog.\n";
+  train::write_file_atomically(dir / "corpus.txt", text);
+  const Outcome help = run_linea("linearize --help");
+  EXPECT_EQ(help.status, 0);
+  for (const char* word : {"stage 1", "attention transfer", "stage 2", "--transfer-steps", "--lora-rank", "--resume"})
+    EXPECT_NE(help.output.find(word), std::string::npos) << word;
+
+  ASSERT_EQ(run_linea("train --data " + dir / "corpus.txt" + " --cache-dir none --model SS --d-model 16 --heads 2 "
+                      "--steps 4 --batch 2 --seq 16 --warmup 1 --sample-tokens 0 --out " + dir / "softmax").status, 0);
+  const std::string source = "--checkpoint " + dir / "softmax" + " ";
+  const Outcome linearized = run_linea("linearize " + source + "--model SR --transfer-steps 3 --steps 3 --warmup 1 "
+                                       "--sample-tokens 0 --lora-rank 2 --out " + dir / "hybrid");
+  ASSERT_EQ(linearized.status, 0) << linearized.output;
+  EXPECT_NE(linearized.output.find("validation MSE per replaced layer"), std::string::npos) << linearized.output;
+  EXPECT_NE(linearized.output.find("test loss"), std::string::npos) << linearized.output;
+  EXPECT_EQ(run_linea("eval --checkpoint " + dir / "hybrid").status, 0);
+  EXPECT_EQ(run_linea("generate --checkpoint " + dir / "hybrid" + " --prompt 'the ' --tokens 4").status, 0);
+  const Outcome more = run_linea("train --resume --steps 4 --sample-tokens 0 --out " + dir / "hybrid");
+  EXPECT_EQ(more.status, 0) << more.output;
+
+  EXPECT_EQ(run_linea("linearize " + source + "--out " + dir / "x").status, 2);  // --model is required
+  const Outcome missing = run_linea("linearize --checkpoint " + dir / "none" + " --model RR --out " + dir / "y");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.output.find("does not exist"), std::string::npos) << missing.output;
+  const Outcome griffin = run_linea("linearize " + source + "--model SU --out " + dir / "z");
+  EXPECT_EQ(griffin.status, 1);
+  EXPECT_NE(griffin.output.find("letter U (griffin) has no projection"), std::string::npos) << griffin.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "z"));  // refused before anything was written
 }
 
 // A prompt the checkpoint's tokenizer cannot encode is refused, naming what it cannot encode;

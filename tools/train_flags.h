@@ -1,0 +1,27 @@
+#pragma once
+// The flags of train::TrainOptions, in the groups `linea train` and `linea linearize` share
+// (linearize takes its model and tokenizer from the trained run, so not those flags), and the
+// helpers both use around them.
+#include <string>
+
+#include "tools/flags.h"
+#include "train/train_options.h"
+
+namespace linea::cli {
+
+void add_data_flags(Flags& f, train::TrainOptions& o);          // data, cache-dir
+void add_optimization_flags(Flags& f, train::TrainOptions& o);  // steps, batch, seq, ... clip
+void add_lora_flags(Flags& f, train::TrainOptions& o);          // lora-rank, lora-alpha, lora-targets, merge-lora
+void add_run_flags(Flags& f, train::TrainOptions& o);           // seed, device, out, resume, evaluation, sample
+
+// "lora_rank" -> "lora-rank": an option's JSON key as its flag is spelled.
+std::string to_flag_name(std::string key);
+
+// Copies into `into` the options whose flags the user gave (their values in `given`); the others
+// keep into's values.
+void apply_given_flags(const Flags& flags, const train::TrainOptions& given, train::TrainOptions& into);
+
+// A word as the shell reads it back: as it is when every character is safe, else single-quoted.
+std::string shell_quote(const std::string& word);
+
+}  // namespace linea::cli
