@@ -5,13 +5,17 @@
 #                    shapes (torch_bench.bench_kernel, as `linea bench scan --what kernel`), and its
 #                    peak memory;
 #   softmax_eager, softmax_compile, regla_eager, regla_compile
-#                    the standard training step (fla's chunk_gla for ReGLA).
+#                    the standard training step (fla's chunk_gla for ReGLA);
+#   decode           ../shared/bench/decode_graph_bench.py's batch-1 greedy decode with each step
+#                    captured in a CUDA graph, softmax and ReGLA, 512, 2k and 8k tokens from
+#                    position 0 (as `linea bench decode`'s decode_b1 at those contexts).
 # fla's Triton kernels autotune on their first call of each shape (minutes); they keep the
 # results in Triton's cache (TRITON_CACHE_DIR), which tools/gpu/full_run.sh carries between runs.
 import os, sys, torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".gpu"))
 import torch_bench as tb
+import decode_graph_bench as dgb
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 tb.emit(kind="env", torch=torch.__version__, device=torch.cuda.get_device_name(), fla=tb.HAVE_FLA)
@@ -59,3 +63,7 @@ for what in sys.argv[1].split(","):
         tb.bench_train("regla", "fla", "fp32", False, cfg)
     elif what == "regla_compile":
         tb.bench_train("regla", "fla", "fp32", True, cfg)
+    elif what == "decode":
+        for attn in ("softmax", "regla"):
+            for n in (512, 2048, 8192):
+                dgb.graphed_decode(attn, n, maxT=n + 8)

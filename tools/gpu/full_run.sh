@@ -4,6 +4,7 @@
 # in the same run. Logs go to $OUT; a short table comes last.
 #   NO_TESTS=1 / NO_BENCH=1 / NO_ANCHORS=1   skip a part; GTEST_FILTER picks tests
 #   ANCHORS=a,b,...                          tools/gpu/anchor.py's measurements to run
+#   DECODE=1 / ATTENTION=1                   also `linea bench decode` / `bench attention`
 # flash-linear-attention's Triton kernels autotune on their first call of each shape (minutes):
 # their results are cached in .gpu/triton_cache, and a copy of it goes to $OUT/triton_cache.tgz
 # (unpack it into .gpu/ to carry it to the next run).
@@ -25,6 +26,7 @@ L=./build-gpu/tools/linea
 if [ -z "$NO_BENCH" ]; then
   timeout 120 $L bench train --device cuda --repeats 10 --out $OUT/linea_train.jsonl > /dev/null 2>&1; echo "bench train rc=$?"
   timeout 90 $L bench scan --device cuda --what kernel --algorithms chunked --repeats 10 --out $OUT/linea_scan.jsonl > /dev/null 2>&1; echo "bench scan rc=$?"
+  [ -n "$DECODE" ] && { timeout 240 $L bench decode --device cuda --threads 16 --out $OUT/linea_decode.jsonl > /dev/null 2>&1; echo "bench decode rc=$?"; }
   [ -n "$ATTENTION" ] && { timeout 60 $L bench attention --device cuda --out $OUT/linea_attention.jsonl > /dev/null 2>&1; echo "bench attention rc=$?"; }
 fi
 if [ -z "$NO_ANCHORS" ]; then
@@ -35,4 +37,4 @@ if [ -z "$NO_ANCHORS" ]; then
   tar -czf $OUT/triton_cache.tgz -C .gpu triton_cache
 fi
 echo "== linea"; cat $OUT/linea_*.jsonl 2>/dev/null | cut -c1-230
-echo "== torch"; grep -E '"kind": "(train|kernel|kernel_memory)"' $OUT/torch.jsonl 2>/dev/null | cut -c1-230
+echo "== torch"; grep -E '"kind": "(train|kernel|kernel_memory|decode_graph)"' $OUT/torch.jsonl 2>/dev/null | cut -c1-230
