@@ -53,10 +53,19 @@ void CachingAllocator::free_cached(int device, DeviceState& s) {
   for (const auto& [size, ptr] : s.free_blocks) {
     cudaFree(ptr);
     s.stats.reserved -= size;
+    s.stats.cached -= size;  // (graph pools' free blocks stay theirs, and cached)
   }
   cudaGetLastError();  // a failed free leaks rather than poisons the next call
   s.free_blocks.clear();
-  s.stats.cached = 0;
+}
+
+void* CachingAllocator::take_best_fit(FreeBlocks& blocks, size_t size, size_t* block) {
+  const auto it = blocks.lower_bound(size);
+  if (it == blocks.end() || it->first > size + size / 4) return nullptr;
+  *block = it->first;
+  void* ptr = it->second;
+  blocks.erase(it);
+  return ptr;
 }
 
 void* CachingAllocator::allocate(size_t bytes, int device) {
@@ -66,16 +75,15 @@ void* CachingAllocator::allocate(size_t bytes, int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   DeviceState& s = state(device);
 
-  void* ptr = nullptr;
   size_t block = size;
-  // Best fit among cached blocks, if it wastes at most a quarter of the request.
-  const auto it = s.free_blocks.lower_bound(size);
-  if (it != s.free_blocks.end() && it->first <= size + size / 4) {
-    block = it->first;
-    ptr = it->second;
-    s.free_blocks.erase(it);
+  // Best fit among cached blocks, if it wastes at most a quarter of the request: first those of
+  // the open graph pool, then the shared cache (a block taken from there joins the pool).
+  void* ptr = s.open_pool != 0 ? take_best_fit(s.pools[s.open_pool], size, &block) : nullptr;
+  if (ptr == nullptr) ptr = take_best_fit(s.free_blocks, size, &block);
+  if (ptr != nullptr) {
     s.stats.cached -= block;
   } else {
+    block = size;
     cudaError_t status = cudaMalloc(&ptr, size);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
@@ -96,7 +104,7 @@ void* CachingAllocator::allocate(size_t bytes, int device) {
     ++s.stats.device_mallocs;
     s.stats.reserved += size;
   }
-  s.live.emplace(ptr, block);
+  s.live.emplace(ptr, LiveBlock{block, s.open_pool});
   s.stats.in_use += block;
   s.stats.peak = std::max(s.stats.peak, s.stats.in_use);
   ++s.stats.allocations;
@@ -110,13 +118,43 @@ void CachingAllocator::release(void* ptr, int device) noexcept {
     DeviceState& s = state(device);
     const auto it = s.live.find(ptr);
     if (it == s.live.end()) return;  // not ours: nothing sensible to do in a destructor
-    const size_t block = it->second;
+    const auto [block, pool] = it->second;
     s.live.erase(it);
     s.stats.in_use -= block;
-    s.free_blocks.emplace(block, ptr);
+    const auto owner = s.pools.find(pool);  // a retired pool's blocks go to the shared cache
+    (owner != s.pools.end() ? owner->second : s.free_blocks).emplace(block, ptr);
     s.stats.cached += block;
   } catch (...) {
     // Out of host memory for the free list: the block leaks, the program goes on.
+  }
+}
+
+int CachingAllocator::open_pool(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceState& s = state(device);
+  LINEA_CHECK(s.open_pool == 0, "cuda.graph", "a graph is already being captured on cuda:", device,
+              "; captures on one device cannot nest");
+  s.open_pool = s.next_pool++;
+  s.pools[s.open_pool];
+  return s.open_pool;
+}
+
+void CachingAllocator::close_pool(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  state(device).open_pool = 0;
+}
+
+void CachingAllocator::retire_pool(int device, int pool) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& s = state(device);
+    if (s.open_pool == pool) s.open_pool = 0;
+    const auto it = s.pools.find(pool);
+    if (it == s.pools.end()) return;
+    s.free_blocks.merge(it->second);
+    s.pools.erase(it);
+  } catch (...) {
+    // Out of host memory for the map's nodes: the pool's blocks stay with it, unused.
   }
 }
 

@@ -17,6 +17,12 @@
 // - Out of memory: the device's cache is returned to the driver (after syncing its stream) and
 //   cudaMalloc is tried once more; if that fails too, an Error says how much was asked for, how
 //   much is in use and cached, and what the device has free of its total.
+// - Graph pools (cuda/graph.h): a captured CUDA graph replays into the addresses it was captured
+//   with, so the blocks it used must stay its own for as long as it lives. While a pool is open
+//   on a device, every allocation there is served from that pool's blocks (or the cache, or
+//   cudaMalloc) and is tagged with the pool; a tagged block freed goes back to its pool, not to
+//   the shared cache. When the graph is destroyed its pool retires: the free blocks join the
+//   cache, and the blocks still held (the graph's outputs) join it when they are freed.
 // - One mutex guards all of it (allocations are short; cudaMalloc under it is rare once warm).
 // The instance is never destroyed, so storage freed during static destruction is still safe.
 #include <cstddef>
@@ -42,12 +48,29 @@ class CachingAllocator {
 
   static size_t round_size(size_t bytes);
 
+  // Graph pools (see above). open_pool starts routing the device's allocations into a new pool
+  // and returns its id (one pool open per device at a time); close_pool stops the routing, the
+  // pool keeping its blocks; retire_pool hands them back to the cache.
+  int open_pool(int device);
+  void close_pool(int device);
+  void retire_pool(int device, int pool) noexcept;
+
  private:
+  using FreeBlocks = std::multimap<size_t, void*>;  // cached blocks by size
+  struct LiveBlock {
+    size_t size;
+    int pool;  // 0: the shared cache
+  };
   struct DeviceState {
-    std::multimap<size_t, void*> free_blocks;  // cached blocks by size
-    std::unordered_map<void*, size_t> live;    // block -> its size
+    FreeBlocks free_blocks;
+    std::unordered_map<void*, LiveBlock> live;
+    std::map<int, FreeBlocks> pools;  // the pools not retired, with their free blocks
+    int open_pool = 0;                // where allocations go now; 0: no pool
+    int next_pool = 1;
     MemoryStats stats;
   };
+  // A cached block of at least `size` from `blocks` wasting at most a quarter, or nullptr.
+  static void* take_best_fit(FreeBlocks& blocks, size_t size, size_t* block);
 
   DeviceState& state(int device);  // caller holds mutex_
   // Frees every cached block of the device; caller holds mutex_ and has made it current.

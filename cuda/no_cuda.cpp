@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "cuda/backend.h"
+#include "cuda/graph.h"
 #include "cuda/memory.h"
 
 namespace linea::cuda {
@@ -23,6 +24,7 @@ void copy_to_device(void*, const void*, size_t, int) { not_built("cuda.copy"); }
 void copy_to_host(void*, const void*, size_t, int) { not_built("cuda.copy"); }
 void copy_between_devices(void*, int, const void*, int, size_t) { not_built("cuda.copy"); }
 void synchronize(int) {}
+std::unique_ptr<DeviceGraph> capture_graph(int, const std::function<void()>&) { not_built("cuda.graph"); }
 MemoryStats memory_stats(int) { return {}; }
 void reset_peak(int) {}
 void empty_cache(int) {}

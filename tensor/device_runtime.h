@@ -5,10 +5,20 @@
 // devices look it up. A program linked without a GPU runtime gets an Error naming what is
 // missing the first time it asks for a CUDA device.
 #include <cstddef>
+#include <functional>
+#include <memory>
 
 namespace linea {
 
 class Backend;
+
+// GPU work recorded once and replayed: every replay runs the kernels, with the same arguments and
+// the same memory, that the recorded work queued (cuda/graph.h).
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual void replay() const = 0;
+};
 
 // What tensor/ needs from a GPU runtime besides its kernels: memory and copies (see
 // cuda/memory.h for what each does).
@@ -22,6 +32,8 @@ class DeviceRuntime {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes, int device) const = 0;
   virtual void copy_between_devices(void* dst, int dst_device, const void* src, int src_device,
                                     size_t bytes) const = 0;
+  // Runs `work` recording what it queues on the device instead of running it (cuda/graph.h).
+  virtual std::unique_ptr<DeviceGraph> capture(int device, const std::function<void()>& work) const = 0;
 };
 
 // Called once per backend at start-up, from a static initializer of the backend's library (which

@@ -5,7 +5,8 @@
 //              least as fast), and with --compare-steps the prompt fed token by token, as
 //              `linea generate` did before prefill existed;
 //   decode     tokens/s continuing from that context at each batch size (the prompt's state
-//              stacked once per row);
+//              stacked once per row); on CUDA also decode_b<batch>_graph: the step replayed
+//              from a CUDA graph with the greedy choice on the device (train/decode_graph.h);
 // each with its peak memory, and the size of the decoding state at batch 1 (flat in the context
 // for the recurrent letters, growing for softmax's KV cache). One JSON line per letter and context.
 //
@@ -13,15 +14,18 @@
 // layers, 8 heads of 64, MLP 2048 (GELU tanh), RMSNorm, tied embeddings, random weights, float32.
 // Decoding times the generic path of `linea generate`: step(), the logits copied to the host, the
 // next token chosen there (greedy: the sampler is not what is measured) and copied back. The same
-// code runs on a CUDA device; its fast path (graphs, fused step kernels) is not this file's.
+// code runs on a CUDA device, where the graphed figure shows what is left once the host is out
+// of the loop (fused step kernels would be the next thing to measure).
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cuda/memory.h"
 #include "nn/model.h"
+#include "train/decode_graph.h"
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
@@ -92,7 +96,10 @@ class DecodeBench {
       line.add("prompt_steps_ms", ms).add("prefill_speedup", ms / prefill_ms);
     }
     line.add("state_mib", mib(state_bytes(prompt_state)));
-    for (int64_t batch : c_.batch_sizes) decode(line, batch, prompt_state, logits);
+    for (int64_t batch : c_.batch_sizes) {
+      decode(line, batch, prompt_state, logits);
+      decode_graphed(line, batch, prompt_state, logits);
+    }
     return line;
   }
 
@@ -147,6 +154,40 @@ class DecodeBench {
     line.add(key + "_tok_s", static_cast<double>(batch * c_.decode_tokens) / ms * 1e3);
     line.add(key + "_ms_per_step", ms / static_cast<double>(c_.decode_tokens));
     line.add(key + "_peak_mib", bench::peak_memory_mib(device_));
+  }
+
+  // decode_b<batch>_graph_tok_s and _graph_ms_per_step: the same steps replayed from a CUDA graph
+  // (train/decode_graph.h), the greedy choice made on the device, so that no step waits for the
+  // host: what the GPU's decode costs once the host is out of the loop. Only where the model's
+  // state allows a graph (not softmax's growing KV cache); decode_b<batch>_graph says why not.
+  void decode_graphed(bench::JsonLine& line, int64_t batch, const nn::LanguageModel::State& prompt_state,
+                      const Tensor& prompt_logits) {
+    const std::string key = "decode_b" + std::to_string(batch) + "_graph";
+    if (!device_.is_cuda()) return;
+    const std::vector<const nn::LanguageModel::State*> rows(static_cast<size_t>(batch), &prompt_state);
+    const Tensor first_logits = cat(std::vector<Tensor>(static_cast<size_t>(batch), prompt_logits), 0);
+    nn::LanguageModel::State state;
+    std::unique_ptr<train::DecodeGraph> graph;
+    std::string why_not;
+    auto setup = [&] {
+      graph.reset();
+      state = model_.stack_states(rows);
+      graph = train::DecodeGraph::capture(model_, state, batch, device_, &why_not);
+      sync();
+    };
+    setup();
+    if (!graph) {
+      line.add(key, why_not);
+      return;
+    }
+    auto run = [&] {
+      Tensor logits = first_logits;
+      for (int64_t i = 0; i < c_.decode_tokens; ++i) logits = graph->step(argmax(logits, -1));
+      to(logits, kCPU);
+    };
+    const double ms = bench::median_ms_with_setup(c_.repeats, setup, run, c_.warmup);
+    line.add(key + "_tok_s", static_cast<double>(batch * c_.decode_tokens) / ms * 1e3);
+    line.add(key + "_ms_per_step", ms / static_cast<double>(c_.decode_tokens));
   }
 
   const Config& c_;

@@ -83,6 +83,9 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("top-p", &o.top_p, "sample from the smallest set of tokens whose probability reaches p");
   flags.add("seed", &o.seed, "seed of the sampling");
   flags.add("device", &c.device, "cpu, cuda or cuda:N");
+  flags.add("graph", &o.graph,
+            "on CUDA, replay each decode step as a CUDA graph where the model allows (recurrent layers; "
+            "--no-graph: queue every kernel); the tokens are the same");
   if (!flags.parse(args)) return 0;
   if (c.checkpoint.empty()) flags.fail("--checkpoint is required");
   if (c.num_samples < 1) flags.fail("--num-samples must be at least 1, got " + std::to_string(c.num_samples));

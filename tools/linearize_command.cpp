@@ -128,7 +128,7 @@ int run(const std::string& program, std::span<const std::string> args) {
     print_mse("before", r.transfer, r.transfer.mse_before);
     print_mse("after", r.transfer, r.transfer.mse_after);
   }
-  std::printf("\nfine-tuned %lld steps (%lld parameters) in %.1f s; checkpoint %s\n",
+  std::printf("\nfine-tuned %lld steps of a %lld-parameter model in %.1f s; checkpoint %s\n",
               static_cast<long long>(r.train.steps), static_cast<long long>(r.train.parameters), r.train.seconds,
               r.train.checkpoint.c_str());
   if (!r.train.sample.empty()) std::printf("\nsample:\n%s\n\n", r.train.sample.c_str());

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "train/decode_graph.h"
+
 namespace linea::train {
 
 int64_t sample_from_logits(const std::vector<double>& logits, const SampleOptions& o, double u) {
@@ -116,6 +118,8 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
   const auto batch = static_cast<int64_t>(requests.size());
   std::vector<std::vector<int64_t>> out(requests.size());
   std::vector<int64_t> next(requests.size());
+  std::unique_ptr<DecodeGraph> graph;
+  if (o.graph && o.tokens > 1) graph = DecodeGraph::capture(model, state, batch, device, nullptr);  // else eager
   for (int64_t i = 0; i < o.tokens; ++i) {
     const std::vector<double> all = to(logits, kCPU).to_vector<double>();  // (B, V), one copy per step
     for (size_t r = 0; r < requests.size(); ++r) {
@@ -126,7 +130,10 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
       out[r].push_back(next[r]);
       if (on_token) on_token(r, next[r]);
     }
-    if (i + 1 < o.tokens) logits = model.step(to(from_vector<int64_t>(next, {batch}), device), state);
+    if (i + 1 < o.tokens) {
+      const Tensor ids = to(from_vector<int64_t>(next, {batch}), device);
+      logits = graph ? graph->step(ids) : model.step(ids, state);
+    }
   }
   model.train(was_training);
   return out;

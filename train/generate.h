@@ -29,6 +29,8 @@ struct SampleOptions {
   double top_p = 1.0;        // in (0, 1]
   uint64_t seed = 0;
   int64_t max_length = 0;    // the most tokens a sequence may hold, prompt and new ones; 0: no limit
+  bool graph = true;         // on CUDA, replay the decode step as a CUDA graph where the model's
+                             // state allows it (train/decode_graph.h); the tokens are the same
 };
 
 // One sequence of a batch: its prompt and the seed its tokens are drawn with.

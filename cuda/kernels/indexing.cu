@@ -4,7 +4,10 @@
 // Bounds: index_select and gather check each index where they read it; a bad one sets a flag
 // (with the value) instead of reading, and the host reads the flag after the kernel and raises
 // the CPU's Error. That read waits for the kernel: a sync per call, the price of an Error
-// instead of a silent garbage read.
+// instead of a silent garbage read. While the stream is being captured into a graph
+// (cuda/graph.h) the host cannot wait: the kernel still refuses to read out of bounds, but no
+// Error can follow, so a graph's caller must pass indices it knows are in range (the decode
+// graph's token ids come from its own sampling over the vocabulary, train/decode_graph.h).
 //
 // Determinism: a float atomicAdd per source would sum repeated targets in whatever order the
 // threads arrive, so results would change from run to run. Instead the host, which reads the
@@ -48,8 +51,11 @@ class BadIndexFlag {
     LINEA_CUDA_CHECK(cudaMemsetAsync(buffer_.as<int64_t>(), 0, 2 * sizeof(int64_t), stream), "index");
   }
   int64_t* get() const { return buffer_.as<int64_t>(); }
-  // Waits for the kernel; raises the CPU's Error if it saw a bad index.
+  // Waits for the kernel; raises the CPU's Error if it saw a bad index (not while capturing).
   void check(const char* op, int64_t size) const {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    LINEA_CUDA_CHECK(cudaStreamIsCapturing(stream_for(device_), &capture), op);
+    if (capture != cudaStreamCaptureStatusNone) return;
     int64_t host[2] = {0, 0};
     copy_to_host(host, buffer_.as<int64_t>(), sizeof host, device_);
     LINEA_CHECK(host[0] == 0, op, "index ", host[1], " is out of range for a dim of size ", size);

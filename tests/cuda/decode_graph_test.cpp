@@ -1,0 +1,135 @@
+// The decode step replayed from a CUDA graph (train/decode_graph.h): for every layer letter whose
+// state keeps its shape, the replayed steps give the eager steps' logits and states bit for bit,
+// with other allocations made and freed between replays (so a graph pool handing its blocks out
+// would show); a softmax layer, whose KV cache grows, is refused with the reason; generate()
+// draws the same tokens with and without the graph.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+#include "tests/cuda/parity.h"
+#include "tests/nn/decode_states.h"
+#include "train/decode_graph.h"
+#include "train/generate.h"
+
+namespace linea::testing {
+namespace {
+
+constexpr int64_t kVocab = 29;
+
+std::unique_ptr<nn::LanguageModel> tiny_model(const std::string& pattern, DType dtype, Device device) {
+  nn::ModelConfig c;
+  c.vocab_size = kVocab;
+  c.d_model = 24;
+  c.heads = 2;
+  c.pattern = pattern;
+  Generator init(41);
+  auto model = std::make_unique<nn::LanguageModel>(c, init);
+  model->to(dtype);
+  model->to(device);
+  return model;
+}
+
+// Prefills `batch` random prompts of 7 tokens on the GPU.
+nn::LanguageModel::State prefilled(nn::LanguageModel& model, int64_t batch, Generator& data) {
+  nn::LanguageModel::State state = model.init_state(batch);
+  model.prefill(to(randint(0, kVocab, {batch, 7}, kCPU, &data), gpu()), state);
+  return state;
+}
+
+TEST(DecodeGraph, CpuDecodesEagerly) {
+  const auto owned = tiny_model("R", kFloat64, kCPU);
+  nn::LanguageModel& model = *owned;
+  nn::LanguageModel::State state = model.init_state(1);
+  std::string why;
+  EXPECT_EQ(train::DecodeGraph::capture(model, state, 1, kCPU, &why), nullptr);
+  EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
+}
+
+struct Case {
+  char letter;
+  DType dtype;
+  int64_t batch;
+};
+
+class DecodeGraphParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecodeGraphParity, ReplaysGiveTheEagerStepsExactly) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const auto [letter, dtype, batch] = GetParam();
+  const auto owned = tiny_model(std::string(2, letter), dtype, gpu());
+  nn::LanguageModel& model = *owned;
+  NoGradGuard no_grad;
+  Generator data(7);
+  nn::LanguageModel::State eager = prefilled(model, batch, data);
+  nn::LanguageModel::State graphed = model.stack_states({&eager});  // the same state, its own memory
+  std::string why;
+  std::unique_ptr<train::DecodeGraph> graph = train::DecodeGraph::capture(model, graphed, batch, gpu(), &why);
+  ASSERT_NE(graph, nullptr) << why;
+  std::string worst;
+  EXPECT_EQ(state_diff(eager, graphed, worst), 0.0) << "capturing changed the state: " << worst;
+
+  std::vector<Tensor> others;  // allocations between replays, some kept, of the sizes the step uses
+  for (int t = 0; t < 12; ++t) {
+    const Tensor ids = to(randint(0, kVocab, {batch}, kCPU, &data), gpu());
+    const Tensor want = to(model.step(ids, eager), kCPU);
+    const Tensor got = to(graph->step(ids), kCPU);
+    ASSERT_EQ(relative_diff(got, want), 0.0) << "step " << t;
+    others.push_back(to(randn({batch, 24}, dtype, &data), gpu()));
+    others.push_back(to(randn({batch, kVocab}, dtype, &data), gpu()));
+    if (t % 3 == 0) others.clear();
+  }
+  EXPECT_EQ(state_diff(eager, graphed, worst), 0.0) << worst;
+}
+
+std::vector<Case> recurrent_letters() {
+  std::vector<Case> cases;
+  for (const nn::LayerKind& kind : nn::layer_kinds()) {
+    if (kind.letter == 'S') continue;
+    cases.push_back({kind.letter, kFloat32, 1});
+    cases.push_back({kind.letter, kFloat64, 3});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphParity, ::testing::ValuesIn(recurrent_letters()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(1, info.param.letter) + (info.param.dtype == kFloat64 ? "_f64" : "_f32") +
+                                  "_b" + std::to_string(info.param.batch);
+                         });
+
+TEST(DecodeGraph, RefusesAGrowingKvCacheAndLeavesTheStateAlone) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const auto owned = tiny_model("RS", kFloat32, gpu());
+  nn::LanguageModel& model = *owned;
+  NoGradGuard no_grad;
+  Generator data(8);
+  nn::LanguageModel::State state = prefilled(model, 2, data);
+  nn::LanguageModel::State before = model.stack_states({&state});
+  std::string why;
+  EXPECT_EQ(train::DecodeGraph::capture(model, state, 2, gpu(), &why), nullptr);
+  EXPECT_NE(why.find("layer 1"), std::string::npos) << why;
+  EXPECT_NE(why.find("changes shape"), std::string::npos) << why;
+  std::string worst;
+  EXPECT_EQ(state_diff(before, state, worst), 0.0) << worst;
+}
+
+TEST(DecodeGraph, GenerateDrawsTheSameTokensWithAndWithoutIt) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const auto owned = tiny_model("RG", kFloat32, gpu());
+  nn::LanguageModel& model = *owned;
+  train::SampleOptions o;
+  o.tokens = 40;
+  o.temperature = 0.9;
+  o.top_k = 12;
+  const std::vector<train::Request> requests = {{{1, 2, 3}, 5}, {{4, 5, 6, 7, 8}, 6}};
+  o.graph = true;
+  const auto graphed = train::generate(model, requests, o, gpu());
+  o.graph = false;
+  const auto eager = train::generate(model, requests, o, gpu());
+  EXPECT_EQ(graphed, eager);
+}
+
+}  // namespace
+}  // namespace linea::testing

@@ -1,0 +1,124 @@
+// The graphed decoding step (train/decode_graph.h).
+#include "train/decode_graph.h"
+
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "tensor/device_runtime.h"
+
+namespace linea::train {
+
+namespace {
+
+using State = nn::LanguageModel::State;
+
+// Every tensor member of every layer's state, in a fixed order, as places to read and write.
+std::vector<Tensor*> member_slots(State& state) {
+  std::vector<Tensor*> slots;
+  for (auto& layer : state.layers)
+    for (auto& [name, tensor] : layer->members()) slots.push_back(tensor);
+  return slots;
+}
+
+// "layer 2's key_max", for the reason a capture is refused.
+std::vector<std::string> member_names(State& state) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < state.layers.size(); ++i)
+    for (auto& [name, tensor] : state.layers[i]->members()) names.push_back("layer " + std::to_string(i) + "'s " + name);
+  return names;
+}
+
+std::string shape_text(const Tensor& t) { return t.defined() ? t.describe() : "nothing"; }
+
+// Where the step leaves a state tensor with another shape than it found it (or defines one it
+// did not have), the first such member; empty when every member keeps its shape. Found on a copy
+// of the state, so that `state` is not advanced.
+std::string first_reshaped_member(nn::LanguageModel& model, State& state, int64_t batch, Device device) {
+  State copy = model.init_state(batch);
+  const std::vector<Tensor*> from = member_slots(state), to = member_slots(copy);
+  for (size_t i = 0; i < from.size(); ++i) *to[i] = from[i]->defined() ? clone(*from[i]) : Tensor();
+  for (size_t i = 0; i < state.layers.size(); ++i) copy.layers[i]->position = state.layers[i]->position;
+  copy.position = state.position;
+  model.step(zeros({batch}, {kInt64, device}), copy);  // also warms up cuBLAS and the allocator
+  const std::vector<std::string> names = member_names(state);
+  for (size_t i = 0; i < from.size(); ++i) {
+    const bool same = from[i]->defined() == to[i]->defined() && (!from[i]->defined() || from[i]->shape() == to[i]->shape());
+    if (!same)
+      return names[i] + " goes from " + shape_text(*from[i]) + " to " + shape_text(*to[i]) + " in one step";
+  }
+  return "";
+}
+
+// The host-side counters of a state, to put back after a capture (which advanced them without
+// running anything).
+struct Positions {
+  int64_t model = 0;
+  std::vector<int64_t> layers;
+  explicit Positions(const State& s) : model(s.position) {
+    for (const auto& layer : s.layers) layers.push_back(layer->position);
+  }
+  void restore(State& s) const {
+    s.position = model;
+    for (size_t i = 0; i < layers.size(); ++i) s.layers[i]->position = layers[i];
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeGraph> DecodeGraph::capture(nn::LanguageModel& model, State& state, int64_t batch,
+                                                  Device device, std::string* why_not) {
+  auto refuse = [&](const std::string& why) {
+    if (why_not) *why_not = why;
+    return std::unique_ptr<DecodeGraph>();
+  };
+  if (!device.is_cuda()) return refuse("graphs are a CUDA feature; " + device.str() + " decodes eagerly");
+  NoGradGuard no_grad;
+  if (const std::string reshaped = first_reshaped_member(model, state, batch, device); !reshaped.empty())
+    return refuse("the decoding state changes shape (" + reshaped + "), which a graph cannot replay");
+
+  std::unique_ptr<DecodeGraph> graph(new DecodeGraph(state));
+  const std::vector<Tensor*> slots = member_slots(state);
+  for (Tensor* slot : slots) {
+    if (slot->defined() && !slot->is_contiguous()) *slot = contiguous(*slot);  // copied over in place below
+    graph->inputs_.push_back(*slot);
+  }
+  graph->ids_ = zeros({batch}, {kInt64, device});
+  const Positions positions(state);
+  try {
+    graph->graph_ = cuda_runtime().capture(device.index, [&] {
+      graph->logits_ = model.step(graph->ids_, state);
+      for (size_t i = 0; i < slots.size(); ++i) {
+        if (!graph->inputs_[i].defined()) continue;
+        copy_(graph->inputs_[i], *slots[i]);  // the new state over the old, in the graph
+        *slots[i] = graph->inputs_[i];
+      }
+    });
+  } catch (const std::exception& e) {
+    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = graph->inputs_[i];
+    positions.restore(state);
+    return refuse(e.what());
+  }
+  positions.restore(state);
+  return graph;
+}
+
+const Tensor& DecodeGraph::step(const Tensor& ids) {
+  LINEA_CHECK(ids.defined() && ids.dtype() == kInt64 && ids.shape() == ids_.shape() && ids.device() == ids_.device(),
+              "DecodeGraph", "step takes the ids its graph was captured for, ", ids_.describe(), ", got ",
+              ids.defined() ? ids.describe() : std::string("nothing"));
+  {
+    NoGradGuard no_grad;
+    Tensor input = ids_;
+    copy_(input, ids);
+  }
+  graph_->replay();
+  ++state_.position;
+  for (auto& layer : state_.layers) ++layer->position;
+  return logits_;
+}
+
+DecodeGraph::~DecodeGraph() = default;
+
+}  // namespace linea::train
