@@ -1,6 +1,7 @@
 #include "tools/paper/gate_training.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -49,9 +50,13 @@ std::vector<double> gate_activations(nn::LanguageModel& model, const Tensor& ids
 
 const char* gate_under_study_name(GateUnderStudy gate) { return gate == GateUnderStudy::Sigmoid ? "sigmoid" : "refined"; }
 
-std::vector<double> histogram(const std::vector<double>& values, int bins) {
+std::vector<double> logit_histogram(const std::vector<double>& values, int bins, double limit) {
   std::vector<double> h(bins, 0.0);
-  for (double v : values) h[std::clamp(static_cast<int>(v * bins), 0, bins - 1)] += 1;
+  for (double v : values) {
+    const double z = std::log(v) - std::log1p(-v);  // +-inf at 0 and 1: the end bins
+    const double position = std::clamp((z + limit) / (2 * limit), 0.0, 1.0);
+    h[std::clamp(static_cast<int>(position * bins), 0, bins - 1)] += 1;
+  }
   for (double& x : h) x /= std::max<double>(1, static_cast<double>(values.size()));
   return h;
 }
@@ -76,6 +81,9 @@ GateRun train_gate_run(const PaperRun& run, GateUnderStudy gate, double bias) {
   char name[64];
   std::snprintf(name, sizeof name, "%s_bias%+g", gate_under_study_name(gate), bias);
   o.out = (std::filesystem::path(run.out) / "runs" / name).string();
+  // The run is this experiment's own scratch (OUT/runs/<gate>_bias<b>): a rerun replaces it
+  // rather than resuming it.
+  std::filesystem::remove_all(o.out);
   json::Value layer = {{"gate", gate == GateUnderStudy::Sigmoid ? "gla" : "regla"}, {"gate_dim", "key"},
                        {"gate_bias", bias}};
   o.layer_options = json::dump(json::Value{{"R", layer}});

@@ -24,7 +24,9 @@ struct GateRun {
 // the refined one, both on the key dim, every gate bias set to `bias`.
 GateRun train_gate_run(const PaperRun& run, GateUnderStudy gate, double bias);
 
-// Fractions of the values in `bins` equal bins over [0, 1].
-std::vector<double> histogram(const std::vector<double>& values, int bins);
+// Fractions of the values in `bins` equal bins of their logit log(v / (1 - v)) over [-limit, limit]
+// (values beyond it counted in the end bins): saturated gates sit at 1e-4 or 1 - 1e-4, which a
+// histogram over [0, 1] cannot tell from 0 and 1, while the logit shows every step they move.
+std::vector<double> logit_histogram(const std::vector<double>& values, int bins, double limit);
 
 }  // namespace linea::cli::paper

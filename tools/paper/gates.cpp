@@ -77,26 +77,28 @@ void figure3(const PaperRun& run, Report& report) {
 
 // Summary numbers of one distribution of activations.
 json::Value describe(const std::vector<double>& v) {
-  double mean = 0, low = 0, high = 0;
+  double mean = 0, mean_logit = 0, low = 0, high = 0;
   for (double x : v) {
     mean += x;
+    mean_logit += std::log(x) - std::log1p(-x);
     low += x < 0.01;
     high += x > 0.99;
   }
   const double n = std::max<double>(1, static_cast<double>(v.size()));
-  return {{"mean", mean / n}, {"below_0.01", low / n}, {"above_0.99", high / n}};
+  return {{"mean", mean / n}, {"mean_logit", mean_logit / n}, {"below_0.01", low / n}, {"above_0.99", high / n}};
 }
 
 std::string summary(const json::Value& d) {
-  return format_number(d["mean"].get<double>(), 3) + " / " + format_number(100 * d["below_0.01"].get<double>(), 3) +
+  return format_number(d["mean_logit"].get<double>(), 4) + " / " + format_number(100 * d["below_0.01"].get<double>(), 3) +
          "% / " + format_number(100 * d["above_0.99"].get<double>(), 3) + "%";
 }
 
 void figure4(const PaperRun& run, Report& report) {
   const double bias = 8;  // sigmoid(8) = 0.99966, sigmoid(-8) = 3.4e-4: the paper gives no value
-  const int bins = 40;
+  const int bins = 64;
+  const double limit = 16;  // logits beyond +-16 (activations within 1e-7 of 0 or 1) share the end bins
   report.heading("Figure 4: gate activations before and after training, from saturating biases");
-  MarkdownTable table({"gate", "bias", "steps", "before: mean / <0.01 / >0.99", "after: mean / <0.01 / >0.99",
+  MarkdownTable table({"gate", "bias", "steps", "before: mean logit / <0.01 / >0.99", "after: mean logit / <0.01 / >0.99",
                        "valid loss"});
   json::Value runs = json::Value::array();
   for (GateUnderStudy gate : {GateUnderStudy::Sigmoid, GateUnderStudy::Refined}) {
@@ -109,7 +111,7 @@ void figure4(const PaperRun& run, Report& report) {
       const json::Value before = describe(r.before), after = describe(r.after);
       table.add_row({gate_under_study_name(gate), format_number(b, 3), std::to_string(r.steps), summary(before),
                      summary(after), format_number(r.valid_loss, 4)});
-      const std::vector<double> h_before = histogram(r.before, bins), h_after = histogram(r.after, bins);
+      const std::vector<double> h_before = logit_histogram(r.before, bins, limit), h_after = logit_histogram(r.after, bins, limit);
       runs.push_back({{"gate", gate_under_study_name(gate)}, {"bias", b}, {"steps", r.steps}, {"before", before},
                       {"after", after}, {"valid_loss", r.valid_loss}, {"histogram_before", h_before},
                       {"histogram_after", h_after}});
@@ -118,8 +120,8 @@ void figure4(const PaperRun& run, Report& report) {
         const std::vector<double>& h = after_training ? h_after : h_before;
         std::vector<plot::Point> steps;
         for (int i = 0; i < bins; ++i) {
-          steps.push_back({static_cast<double>(i) / bins, h[i]});
-          steps.push_back({static_cast<double>(i + 1) / bins, h[i]});
+          steps.push_back({-limit + 2 * limit * i / bins, h[i]});
+          steps.push_back({-limit + 2 * limit * (i + 1) / bins, h[i]});
         }
         series.push_back({.points = steps, .color = colors[which], .line_width = after_training ? 4.0 : 2.0,
                           .alpha = after_training ? 1.0 : 0.45});
@@ -130,10 +132,10 @@ void figure4(const PaperRun& run, Report& report) {
     }
     const std::string name = gate_under_study_name(gate);
     report.figure("gates_figure4_" + name + ".png",
-                  {.title = "Figure 4: " + name + " gate activations", .x_title = "gate activation",
+                  {.title = "Figure 4: " + name + " gate activations", .x_title = "logit of the gate activation, log(a / (1 - a))",
                    .y_title = "fraction of activations", .series = series, .legend = legend},
                   "Figure 4 in linea, the " + name + " gate: histograms (" + std::to_string(bins) +
-                      " bins) of its activations on the same validation tokens before and after training.");
+                      " bins, by logit, the end bins holding everything beyond +-16) of its activations on the same validation tokens before and after training.");
   }
   report.paragraph("One ReGLA layer (`linea train`'s model, pattern R, char tokens of the " +
                    std::string(run.data.empty() ? "default corpus" : run.data) +
@@ -143,7 +145,7 @@ void figure4(const PaperRun& run, Report& report) {
                    "The paper reports no numbers for Figure 4, only that the sigmoid gate stays in the extreme region "
                    "while the refined gate spreads out.");
   report.table(table);
-  report.json()["figure4"] = {{"bias", bias}, {"bins", bins}, {"runs", runs}};
+  report.json()["figure4"] = {{"bias", bias}, {"bins", bins}, {"logit_limit", limit}, {"runs", runs}};
 }
 
 void run_gates(const PaperRun& run, Report& report) {

@@ -63,6 +63,8 @@ void inner_products(const PaperRun& run, Report& report, Generator& gen) {
     series.push_back(curve(theory, color, 3));
     series.push_back(markers(measured, color, 6));
   }
+  // An undrawn point above the data: room under the legend (top right) for the last dot.
+  series.push_back({.points = {{1.0, 4 * inner_product_variance(InnerProductMap::Exp, dims.back())}}});
   report.table(table);
   report.paragraph(std::string("All within tolerance: ") + (all_within ? "yes" : "NO") + ". e^2 (e^2 - 1) = " +
                    format_number(e * e * (e * e - 1), 6) + ", so the exp map's variance is that many times the identity's.");
