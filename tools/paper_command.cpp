@@ -18,6 +18,20 @@ std::string experiment_listing() {
   return s;
 }
 
+// Runs one experiment and writes its report under run.out.
+void run_experiment(const paper::Experiment& experiment, const paper::PaperRun& run) {
+  const auto start = std::chrono::steady_clock::now();
+  paper::Report report(experiment.name);
+  experiment.run(run, report);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string scale = paper::scale_name(run.scale);
+  report.json()["run"] = {{"experiment", experiment.name}, {"scale", scale}, {"device", run.device},
+                          {"seed", run.seed},                {"seconds", seconds}};
+  for (const std::string& path : report.write(run.out)) std::printf("wrote %s\n", path.c_str());
+  std::printf("linea paper %s --scale %s: done in %.1f s\n", experiment.name.c_str(), scale.c_str(), seconds);
+  std::fflush(stdout);
+}
+
 int run(const std::string& program, std::span<const std::string> args) {
   std::string experiment, scale = "tiny", out, device = "cpu", data;
   uint64_t seed = 0;
@@ -26,7 +40,7 @@ int run(const std::string& program, std::span<const std::string> args) {
               "OUT/EXPERIMENT.md (linea's numbers beside the paper's), OUT/EXPERIMENT.json and its figures as PNG.\n"
               "docs/paper.md has the results. " +
                   experiment_listing());
-  flags.add_positional("EXPERIMENT", &experiment, "which experiment (listed above)");
+  flags.add_positional("EXPERIMENT", &experiment, "which experiment (listed above), or 'all' for every one in turn");
   flags.add_choice("scale", &scale, {"tiny", "small"}, "tiny: seconds on a CPU (CI's smoke test); small: the real run");
   flags.add("out", &out, "directory for the report (default: paper/<EXPERIMENT>-<scale>)");
   flags.add_choice("device", &device, {"cpu", "cuda"}, "where the experiments that train do so");
@@ -34,8 +48,8 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("seed", &seed, "seed of every random draw");
   if (!flags.parse(args)) return 0;
   const paper::Experiment* chosen = paper::find_experiment(experiment);
-  if (!chosen) {
-    std::string message = "unknown experiment '" + experiment + "' (known: " + join(paper::experiment_names(), ", ") + ")";
+  if (!chosen && experiment != "all") {
+    std::string message = "unknown experiment '" + experiment + "' (known: " + join(paper::experiment_names(), ", ") + ", or 'all')";
     const std::string near = closest_match(experiment, paper::experiment_names());
     if (!near.empty()) message += "; did you mean '" + near + "'?";
     flags.fail(message);
@@ -47,14 +61,11 @@ int run(const std::string& program, std::span<const std::string> args) {
   run.data = data;
   run.seed = seed;
 
-  const auto start = std::chrono::steady_clock::now();
-  paper::Report report(chosen->name);
-  chosen->run(run, report);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.json()["run"] = {{"experiment", chosen->name}, {"scale", scale}, {"device", device},
-                          {"seed", seed},               {"seconds", seconds}};
-  for (const std::string& path : report.write(run.out)) std::printf("wrote %s\n", path.c_str());
-  std::printf("linea paper %s --scale %s: done in %.1f s\n", chosen->name.c_str(), scale.c_str(), seconds);
+  if (chosen) {
+    run_experiment(*chosen, run);
+  } else {
+    for (const paper::Experiment& e : paper::paper_experiments()) run_experiment(e, run);
+  }
   return 0;
 }
 
