@@ -63,6 +63,7 @@ void figure3(const PaperRun& run, Report& report) {
   }
   series.push_back({.points = sigmoid_curve, .color = kGray, .line_width = 5, .alpha = 0.6});
   legend.push_back({"sigmoid: g (1 - g)", kGray, 5, 0});
+  series.push_back({.points = {{0.5, 0.42}}});  // undrawn: room under the legend
   report.table(table);
   report.paragraph("Largest difference between autograd and the closed form over the grid: " + format_number(worst, 3) +
                    ". Near the boundaries the refined gate's gradient reaches twice the sigmoid's (r -> 1 as g -> 0, "

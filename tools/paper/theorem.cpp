@@ -110,6 +110,7 @@ void attention_outputs(const PaperRun& run, Report& report, Generator& gen) {
     series.push_back(curve(theory, color, 3));
     series.push_back(markers(dots, color, 5));
   }
+  series.push_back({.points = {{1.0, 8 * attention_output_variance(InnerProductMap::Exp, d, seq_len)}}});  // legend room
   report.table(table);
   report.json()["attention_output"] = {{"d", d}, {"seq_len", seq_len}, {"batch", batch}, {"maps", maps_json}};
   plot::ChartSpec chart{.title = "Causal linear attention: Var o_t against position", .x_title = "position t",
