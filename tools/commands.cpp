@@ -16,6 +16,7 @@ CommandTable linea_commands() {
       bench_command(),
       plot_command(),
       graph_command(),
+      paper_command(),
   };
   return {"linea", "subcommand", commands};
 }

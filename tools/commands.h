@@ -15,6 +15,7 @@ Command gradcheck_command();  // gradcheck_command.cpp
 Command bench_command();      // bench.cpp
 Command plot_command();       // plot_command.cpp
 Command graph_command();      // graph_command.cpp
+Command paper_command();      // paper_command.cpp
 
 // The table `linea` dispatches on, in the order `linea --help` lists it.
 CommandTable linea_commands();

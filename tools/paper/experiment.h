@@ -1,0 +1,52 @@
+#pragma once
+// `linea paper`: the ReGLA paper's experiments (Lu et al., "Refining Gated Linear Attention"),
+// one file each, registered in registry.cpp. An experiment reads a PaperRun (what the user asked
+// for) and fills a Report (report.h), which `linea paper` writes as DIR/<name>.md (Markdown, the
+// paper's numbers beside linea's), DIR/<name>.json, and the PNG figures it adds. docs/paper.md
+// has the experiments and their results.
+//
+// Adding an experiment (table4, table6, table2, decode, causality, ... of issue 13): write
+// tools/paper/<name>.cpp defining `Experiment <name>_experiment()`, declare it below, add one line
+// to paper_experiments().
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tools/paper/report.h"
+
+namespace linea::cli::paper {
+
+// tiny: seconds on the CPU, CI's smoke test. small: the real run (minutes; a GPU where it trains).
+enum class Scale { Tiny, Small };
+std::string scale_name(Scale scale);
+Scale parse_scale(const std::string& name);  // linea::Error naming the known scales otherwise
+
+struct PaperRun {
+  Scale scale = Scale::Tiny;
+  std::string out;         // the directory the report goes to (made if missing)
+  std::string device = "cpu";
+  std::string data;        // for the experiments that train: "" = the default corpus
+  uint64_t seed = 0;
+  // Picks the value for this run's scale: run.pick(tiny, small).
+  template <class T>
+  T pick(T tiny, T small) const { return scale == Scale::Tiny ? tiny : small; }
+};
+
+struct Experiment {
+  std::string name;
+  std::string summary;  // one line for `linea paper --help`
+  std::function<void(const PaperRun& run, Report& report)> run;
+};
+
+// The registry, in the order `linea paper --help` lists them.
+const std::vector<Experiment>& paper_experiments();
+// The experiment with this name, or nullptr.
+const Experiment* find_experiment(const std::string& name);
+std::vector<std::string> experiment_names();
+
+// One per file.
+Experiment theorem_experiment();  // theorem.cpp: Theorem 3.1 and Figure 2
+Experiment gates_experiment();    // gates.cpp: Figures 3 and 4
+
+}  // namespace linea::cli::paper
