@@ -2,6 +2,7 @@
 // Built with and without CUDA: without it, cuda/no_cuda.cpp answers every call with an Error
 // saying that CUDA support is not built.
 #include "cuda/backend.h"
+#include "cuda/host_copy.h"
 #include "cuda/memory.h"
 #include "tensor/device_runtime.h"
 
@@ -22,6 +23,9 @@ class Runtime final : public DeviceRuntime {
   void copy_between_devices(void* dst, int dst_device, const void* src, int src_device,
                             size_t bytes) const override {
     cuda::copy_between_devices(dst, dst_device, src, src_device, bytes);
+  }
+  std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device) const override {
+    return make_host_copy_buffer(bytes, device);
   }
 };
 

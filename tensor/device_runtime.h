@@ -5,10 +5,23 @@
 // devices look it up. A program linked without a GPU runtime gets an Error naming what is
 // missing the first time it asks for a CUDA device.
 #include <cstddef>
+#include <memory>
 
 namespace linea {
 
 class Backend;
+
+// Pinned host memory and an event of one device: device-to-host copies that do not stall it
+// (tensor/host_copy.h says how to use them). Made once and reused, since pinning memory is slow.
+class HostCopyBuffer {
+ public:
+  virtual ~HostCopyBuffer() = default;  // waits for a copy still in flight
+  // Queues a copy of `bytes` (at most the buffer's size) from device memory behind the work
+  // already queued on the device's stream, and marks its end; returns at once.
+  virtual void start(const void* src, size_t bytes) = 0;
+  // Waits for the copy start() queued last (not for the work queued after it); returns the bytes.
+  virtual const void* wait() = 0;
+};
 
 // What tensor/ needs from a GPU runtime besides its kernels: memory and copies (see
 // cuda/memory.h for what each does).
@@ -22,6 +35,7 @@ class DeviceRuntime {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes, int device) const = 0;
   virtual void copy_between_devices(void* dst, int dst_device, const void* src, int src_device,
                                     size_t bytes) const = 0;
+  virtual std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device) const = 0;
 };
 
 // Called once per backend at start-up, from a static initializer of the backend's library (which
