@@ -11,9 +11,11 @@
 //
 // Standard shape (the GPU anchor's, ../shared/bench/decode_graph_bench.py): V=8192, D=512, 6
 // layers, 8 heads of 64, MLP 2048 (GELU tanh), RMSNorm, tied embeddings, random weights, float32.
-// Decoding times the generic path of `linea generate`: step(), the logits copied to the host, the
-// next token chosen there (greedy: the sampler is not what is measured) and copied back. The same
-// code runs on a CUDA device; its fast path (graphs, fused step kernels) is not this file's.
+// Decoding times the generic path of `linea generate`: step(), the next token drawn on the device
+// (greedy: the sampler is not what is measured) and fed to the next step there, each step's ids
+// copied to the host asynchronously and read after the next step is queued (train/generate.cpp).
+// The same code runs on a CUDA device; its fast path (graphs, fused step kernels) is not this
+// file's.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -22,6 +24,7 @@
 
 #include "cuda/memory.h"
 #include "nn/model.h"
+#include "tensor/host_copy.h"
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
@@ -133,11 +136,15 @@ class DecodeBench {
       state = model_.stack_states(rows);
       sync();
     };
+    const Tensor u = zeros({batch}, {kFloat64, device_});  // greedy draws do not read it
+    HostCopy to_host(static_cast<size_t>(batch) * sizeof(int64_t), device_);
     auto run = [&] {
       Tensor logits = first_logits;
       for (int64_t i = 0; i < c_.decode_tokens; ++i) {
-        const Tensor next = argmax(to(logits, kCPU), -1);  // on the host, as generate samples there
-        logits = model_.step(to(next, device_), state);
+        const Tensor next = sample_tokens(logits, u, {.temperature = 0});  // on the device, as generate does
+        to_host.start(next);
+        logits = model_.step(next, state);
+        to_host.wait();
       }
       to(logits, kCPU);
     };
