@@ -170,5 +170,24 @@ TEST(CudaGenerate, SameTokensAsTheCpu) {
   }
 }
 
+TEST(CudaGenerate, RefusesLogitsThatCannotBeSampled) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  nn::ModelConfig c;
+  c.vocab_size = 11;
+  c.d_model = 8;
+  c.heads = 2;
+  c.pattern = "S";
+  Generator gen(1);
+  nn::LanguageModel model(c, gen);
+  {
+    NoGradGuard no_grad;
+    for (Tensor p : model.parameters()) fill_(p, std::numeric_limits<double>::quiet_NaN());
+  }
+  model.to(gpu());
+  for (int64_t tokens : {1, 5})
+    EXPECT_LINEA_ERROR(train::generate(model, std::vector<int64_t>{1, 2}, {.tokens = tokens}, gpu()), "generate",
+                       "sequence 1 at new token 1", "cannot sample");
+}
+
 }  // namespace
 }  // namespace linea::testing

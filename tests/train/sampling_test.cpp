@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "nn/model.h"
 #include "tensor/host_copy.h"
 #include "tests/test_util.h"
 #include "train/generate.h"
@@ -160,6 +161,25 @@ TEST(SampleTokens, StridedLogitsAndUniformsAreRead) {
   const SamplingParams p{.temperature = 1, .top_p = 0.8};
   EXPECT_EQ(sample_tokens(logits, u, p).to_vector<int64_t>(),
             sample_tokens(contiguous(logits), contiguous(u), p).to_vector<int64_t>());
+}
+
+// A model whose logits are NaN: generate says it cannot sample, rather than drawing garbage or
+// failing one step later in the embedding with "index -1".
+TEST(SampleTokens, GenerateRefusesLogitsThatCannotBeSampled) {
+  nn::ModelConfig c;
+  c.vocab_size = 11;
+  c.d_model = 8;
+  c.heads = 2;
+  c.pattern = "S";
+  Generator gen(1);
+  nn::LanguageModel model(c, gen);
+  {
+    NoGradGuard no_grad;
+    for (Tensor p : model.parameters()) fill_(p, std::numeric_limits<double>::quiet_NaN());
+  }
+  for (int64_t tokens : {1, 5})
+    EXPECT_LINEA_ERROR(generate(model, std::vector<int64_t>{1, 2}, {.tokens = tokens}, kCPU), "generate",
+                       "sequence 1 at new token 1", "cannot sample");
 }
 
 TEST(HostCopy, OnTheCpuGivesTheValuesStarted) {
