@@ -12,8 +12,8 @@
 //                   (the first i whose running sum over the total reaches top_p) and the draw
 //                   (the first kept i whose running sum exceeds u times the kept sum), each found
 //                   as the smallest index satisfying it (a block min, no atomics).
-// The CPU adds one term at a time; the scan adds in a tree, so the running sums can differ in the
-// last bits and the two kernels disagree only when a sum lands within that rounding of top_p or
+// The CPU adds one term at a time; the scan adds in a tree (and the GPU's exp may differ from the
+// C library's in the last bit), so the running sums can differ in the last bits and the two kernels disagree only when a sum lands within that rounding of top_p or
 // of u times the kept sum: improbable for random logits, and the tests say so.
 // No atomics anywhere: the same input gives the same ids on every run.
 #include <math_constants.h>
