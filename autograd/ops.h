@@ -18,6 +18,8 @@
 //   indexing.cpp   index_select, gather, scatter_add, embedding
 //   dropout.cpp    dropout
 //   inplace.cpp    add_, mul_, fill_, copy_, ... (no autograd: for optimizers and initialisers)
+//   optim.cpp      sum_squares, adamw_step_ (no autograd: the optimizer's fused kernels)
+//   sample.cpp     sample_tokens (no autograd: generation's draw, on the logits' device)
 // Errors name the op and the offending shapes, dtypes and devices (tensor/error.h).
 #include <optional>
 #include <vector>
@@ -265,6 +267,13 @@ Tensor sum_squares(const std::vector<Tensor>& xs);
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
                  const std::vector<bool>& decay, const AdamWHyper& hyper);
+
+// Generation's draw (ops/sample.cpp), outside autograd: one token id per row of logits (B, V), on
+// their device, from u (B, float64, one uniform in [0, 1) per row, same device) with the
+// temperature (0: greedy), top-k and top-p of `params`; tensor/backend_kernels.def states the
+// rule exactly. A row that holds a NaN or +inf, or only -inf, gets -1 (the caller raises on it:
+// checking here would wait for the device).
+Tensor sample_tokens(const Tensor& logits, const Tensor& u, const SamplingParams& params);
 
 // max |a - b| over two tensors of one shape (no autograd): how tests and benchmarks compare results.
 double max_abs_diff(const Tensor& a, const Tensor& b);

@@ -2,7 +2,7 @@
 // The CPU implementation of the kernel set (tensor/backend.h). Its member functions are defined
 // by family: elementwise.cpp (with ReGLA's refined gate), reduce.cpp, matmul.cpp (OpenBLAS),
 // indexing.cpp, softmax.cpp, norm.cpp, random.cpp, attention.cpp (with AdamW), gated_scan.cpp,
-// normalized_exp.cpp. Kernels are templates over the element type, instantiated for float and
+// normalized_exp.cpp, sample.cpp (generation's draw). Kernels are templates over the element type, instantiated for float and
 // double through dispatch_floating.
 #include "tensor/backend.h"
 

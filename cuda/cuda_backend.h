@@ -3,7 +3,7 @@
 // member functions are defined by family, one file each under cuda/kernels/: elementwise.cu
 // (with ReGLA's refined gate), reduce.cu, matmul.cpp (cuBLAS), indexing.cu, random.cu, softmax.cu,
 // cross_entropy.cu, norm.cu, attention.cu (FlashAttention-style), gated_scan.cu, adamw.cu,
-// normalized_exp.cu. Every kernel runs on the
+// normalized_exp.cu, sample.cu (generation's draw). Every kernel runs on the
 // device's stream (cuda/stream.h: each entry point starts with use_device(device_)), in float32
 // (float64 where a kernel supports it: tests run both), and every launch and library call is checked
 // (cuda/check.h, cuda/launch.cuh). Scratch memory comes from cuda/buffer.h.

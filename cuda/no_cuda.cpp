@@ -5,6 +5,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/graph.h"
+#include "cuda/host_copy.h"
 #include "cuda/memory.h"
 
 namespace linea::cuda {
@@ -30,6 +31,7 @@ void reset_peak(int) {}
 void empty_cache(int) {}
 size_t allocation_size(size_t bytes) { return bytes; }
 const Backend& cuda_backend(int) { not_built("cuda"); }
+std::unique_ptr<HostCopyBuffer> make_host_copy_buffer(size_t, int) { not_built("host_copy"); }
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
 

@@ -3,6 +3,7 @@
 // saying that CUDA support is not built.
 #include "cuda/backend.h"
 #include "cuda/graph.h"
+#include "cuda/host_copy.h"
 #include "cuda/memory.h"
 #include "tensor/device_runtime.h"
 
@@ -26,6 +27,9 @@ class Runtime final : public DeviceRuntime {
   }
   std::unique_ptr<DeviceGraph> capture(int device, const std::function<void()>& work) const override {
     return cuda::capture_graph(device, work);
+  }
+  std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device) const override {
+    return make_host_copy_buffer(bytes, device);
   }
 };
 

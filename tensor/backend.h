@@ -59,6 +59,14 @@ struct AdamWHyper {
   int64_t step;  // t, from 1
 };
 
+// How sample_tokens (backend_kernels.def) draws a token from a row of logits: temperature >= 0
+// (0: greedy), top_k >= 0 (0: no limit), top_p in (0, 1] (train/generate.h says what each does).
+struct SamplingParams {
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+};
+
 // The kernel set of one device. Every kernel and its contract is listed once, in
 // backend_kernels.def; this class declares each as `virtual void name(...) const = 0`.
 class Backend {

@@ -20,6 +20,18 @@ class DeviceGraph {
   virtual void replay() const = 0;
 };
 
+// Pinned host memory and an event of one device: device-to-host copies that do not stall it
+// (tensor/host_copy.h says how to use them). Made once and reused, since pinning memory is slow.
+class HostCopyBuffer {
+ public:
+  virtual ~HostCopyBuffer() = default;  // waits for a copy still in flight
+  // Queues a copy of `bytes` (at most the buffer's size) from device memory behind the work
+  // already queued on the device's stream, and marks its end; returns at once.
+  virtual void start(const void* src, size_t bytes) = 0;
+  // Waits for the copy start() queued last (not for the work queued after it); returns the bytes.
+  virtual const void* wait() = 0;
+};
+
 // What tensor/ needs from a GPU runtime besides its kernels: memory and copies (see
 // cuda/memory.h for what each does).
 class DeviceRuntime {
@@ -34,6 +46,7 @@ class DeviceRuntime {
                                     size_t bytes) const = 0;
   // Runs `work` recording what it queues on the device instead of running it (cuda/graph.h).
   virtual std::unique_ptr<DeviceGraph> capture(int device, const std::function<void()>& work) const = 0;
+  virtual std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device) const = 0;
 };
 
 // Called once per backend at start-up, from a static initializer of the backend's library (which

@@ -12,10 +12,11 @@
 //
 // Standard shape (the GPU anchor's, ../shared/bench/decode_graph_bench.py): V=8192, D=512, 6
 // layers, 8 heads of 64, MLP 2048 (GELU tanh), RMSNorm, tied embeddings, random weights, float32.
-// Decoding times the generic path of `linea generate`: step(), the logits copied to the host, the
-// next token chosen there (greedy: the sampler is not what is measured) and copied back. The same
-// code runs on a CUDA device, where the graphed figure shows what is left once the host is out
-// of the loop (fused step kernels would be the next thing to measure).
+// Decoding times the path of `linea generate`: step(), the next token drawn on the device
+// (greedy: the sampler is not what is measured) and fed to the next step there, each step's ids
+// copied to the host asynchronously and read after the next step is queued (train/generate.cpp);
+// on CUDA both eagerly (every kernel queued by the host) and replayed from a CUDA graph
+// (train/decode_graph.h), which is what generate uses where the model allows.
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -25,6 +26,7 @@
 
 #include "cuda/memory.h"
 #include "nn/model.h"
+#include "tensor/host_copy.h"
 #include "train/decode_graph.h"
 #include "tools/bench_util.h"
 #include "tools/commands.h"
@@ -97,8 +99,8 @@ class DecodeBench {
     }
     line.add("state_mib", mib(state_bytes(prompt_state)));
     for (int64_t batch : c_.batch_sizes) {
-      decode(line, batch, prompt_state, logits);
-      decode_graphed(line, batch, prompt_state, logits);
+      decode(line, batch, prompt_state, logits, /*graphed=*/false);
+      if (device_.is_cuda()) decode(line, batch, prompt_state, logits, /*graphed=*/true);
     }
     return line;
   }
@@ -128,42 +130,13 @@ class DecodeBench {
     return ms;
   }
 
-  // decode_b<batch>_tok_s, _ms_per_step and _peak_mib: decode_tokens greedy steps of `batch` rows,
-  // each continuing the prompt's state (stacked afresh before every run, untimed).
+  // decode_b<batch>[_graph]_tok_s, _ms_per_step and _peak_mib: decode_tokens greedy steps of
+  // `batch` rows, each continuing the prompt's state (stacked afresh before every run, untimed):
+  // eagerly, or `graphed` (CUDA) replayed from a CUDA graph (train/decode_graph.h) where the
+  // model's state allows one; where it does not, decode_b<batch>_graph says why.
   void decode(bench::JsonLine& line, int64_t batch, const nn::LanguageModel::State& prompt_state,
-              const Tensor& prompt_logits) {
-    const std::vector<const nn::LanguageModel::State*> rows(static_cast<size_t>(batch), &prompt_state);
-    const Tensor first_logits = cat(std::vector<Tensor>(static_cast<size_t>(batch), prompt_logits), 0);
-    nn::LanguageModel::State state;
-    auto setup = [&] {
-      state = nn::LanguageModel::State{};
-      state = model_.stack_states(rows);
-      sync();
-    };
-    auto run = [&] {
-      Tensor logits = first_logits;
-      for (int64_t i = 0; i < c_.decode_tokens; ++i) {
-        const Tensor next = argmax(to(logits, kCPU), -1);  // on the host, as generate samples there
-        logits = model_.step(to(next, device_), state);
-      }
-      to(logits, kCPU);
-    };
-    bench::reset_peak_memory(device_);
-    const double ms = bench::median_ms_with_setup(c_.repeats, setup, run, c_.warmup);
-    const std::string key = "decode_b" + std::to_string(batch);
-    line.add(key + "_tok_s", static_cast<double>(batch * c_.decode_tokens) / ms * 1e3);
-    line.add(key + "_ms_per_step", ms / static_cast<double>(c_.decode_tokens));
-    line.add(key + "_peak_mib", bench::peak_memory_mib(device_));
-  }
-
-  // decode_b<batch>_graph_tok_s and _graph_ms_per_step: the same steps replayed from a CUDA graph
-  // (train/decode_graph.h), the greedy choice made on the device, so that no step waits for the
-  // host: what the GPU's decode costs once the host is out of the loop. Only where the model's
-  // state allows a graph (not softmax's growing KV cache); decode_b<batch>_graph says why not.
-  void decode_graphed(bench::JsonLine& line, int64_t batch, const nn::LanguageModel::State& prompt_state,
-                      const Tensor& prompt_logits) {
-    const std::string key = "decode_b" + std::to_string(batch) + "_graph";
-    if (!device_.is_cuda()) return;
+              const Tensor& prompt_logits, bool graphed) {
+    const std::string key = "decode_b" + std::to_string(batch) + (graphed ? "_graph" : "");
     const std::vector<const nn::LanguageModel::State*> rows(static_cast<size_t>(batch), &prompt_state);
     const Tensor first_logits = cat(std::vector<Tensor>(static_cast<size_t>(batch), prompt_logits), 0);
     nn::LanguageModel::State state;
@@ -171,23 +144,35 @@ class DecodeBench {
     std::string why_not;
     auto setup = [&] {
       graph.reset();
+      state = nn::LanguageModel::State{};
       state = model_.stack_states(rows);
-      graph = train::DecodeGraph::capture(model_, state, batch, device_, &why_not);
+      if (graphed) graph = train::DecodeGraph::capture(model_, state, batch, device_, &why_not);
       sync();
     };
-    setup();
-    if (!graph) {
-      line.add(key, why_not);
-      return;
+    if (graphed) {
+      setup();
+      if (!graph) {
+        line.add(key, why_not);
+        return;
+      }
     }
+    const Tensor u = zeros({batch}, {kFloat64, device_});  // greedy draws do not read it
+    HostCopy to_host(static_cast<size_t>(batch) * sizeof(int64_t), device_);
     auto run = [&] {
       Tensor logits = first_logits;
-      for (int64_t i = 0; i < c_.decode_tokens; ++i) logits = graph->step(argmax(logits, -1));
+      for (int64_t i = 0; i < c_.decode_tokens; ++i) {
+        const Tensor next = sample_tokens(logits, u, {.temperature = 0});  // on the device, as generate does
+        to_host.start(next);
+        logits = graph ? graph->step(next) : model_.step(next, state);
+        to_host.wait();
+      }
       to(logits, kCPU);
     };
+    bench::reset_peak_memory(device_);
     const double ms = bench::median_ms_with_setup(c_.repeats, setup, run, c_.warmup);
     line.add(key + "_tok_s", static_cast<double>(batch * c_.decode_tokens) / ms * 1e3);
     line.add(key + "_ms_per_step", ms / static_cast<double>(c_.decode_tokens));
+    line.add(key + "_peak_mib", bench::peak_memory_mib(device_));
   }
 
   const Config& c_;

@@ -4,44 +4,23 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <utility>
 
+#include "tensor/host_copy.h"
 #include "train/decode_graph.h"
 
 namespace linea::train {
 
+SamplingParams sampling_params(const SampleOptions& o) { return {o.temperature, o.top_k, o.top_p}; }
+
 int64_t sample_from_logits(const std::vector<double>& logits, const SampleOptions& o, double u) {
-  const int64_t v = static_cast<int64_t>(logits.size());
+  const auto v = static_cast<int64_t>(logits.size());
   LINEA_CHECK(v > 0, "generate", "no logits to sample from");
-  if (o.temperature == 0.0) return std::max_element(logits.begin(), logits.end()) - logits.begin();
-  // Candidates by decreasing logit (ties by id, so the order is deterministic).
-  std::vector<int64_t> order(v);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
-  const int64_t k = o.top_k > 0 ? std::min(o.top_k, v) : v;
-  std::vector<double> p(k);
-  const double top = logits[order[0]];
-  for (int64_t i = 0; i < k; ++i) p[i] = std::exp((logits[order[i]] - top) / o.temperature);
-  const double total = std::accumulate(p.begin(), p.end(), 0.0);
-  // Nucleus: the shortest prefix whose probability reaches top_p.
-  int64_t keep = k;
-  double running = 0.0;
-  for (int64_t i = 0; i < k; ++i) {
-    running += p[i] / total;
-    if (running >= o.top_p) {
-      keep = i + 1;
-      break;
-    }
-  }
-  const double kept_total = std::accumulate(p.begin(), p.begin() + keep, 0.0);
-  double threshold = u * kept_total;
-  for (int64_t i = 0; i < keep; ++i) {
-    threshold -= p[i];
-    if (threshold < 0) return order[i];
-  }
-  return order[keep - 1];
+  const Tensor id = sample_tokens(from_vector<double>(logits, {1, v}), from_vector<double>({u}, {1}), sampling_params(o));
+  const int64_t drawn = static_cast<int64_t>(id.item());
+  LINEA_CHECK(drawn >= 0, "generate", "cannot sample from logits that hold a NaN or +inf, or only -inf");
+  return drawn;
 }
 
 void check_prompt_ids(const std::vector<int64_t>& prompt, const SampleOptions& o, int64_t vocab,
@@ -97,6 +76,28 @@ std::pair<nn::LanguageModel::State, Tensor> prefill_rows(nn::LanguageModel& mode
   return {model.stack_states(rows), cat(row_logits, 0)};
 }
 
+// Steps whose uniforms go to the device together (one small upload per block, not per step).
+constexpr int64_t kStepsPerUpload = 256;
+
+// Row r's uniforms for the next `steps` steps, as column r of a (steps, B) float64 tensor on
+// `device`: drawn on the host from the row's stream, one per step in step order, the very numbers
+// one draw per row per step would give (they do not depend on the model).
+Tensor draw_uniforms(const std::vector<std::unique_ptr<Generator>>& streams, int64_t steps, Device device) {
+  const auto batch = static_cast<int64_t>(streams.size());
+  std::vector<double> u(static_cast<size_t>(steps * batch));
+  for (int64_t r = 0; r < batch; ++r)
+    for (int64_t s = 0; s < steps; ++s) u[s * batch + r] = rand({}, kFloat64, streams[r].get()).item();
+  return to(from_vector<double>(u, {steps, batch}), device);
+}
+
+// sample_tokens gives -1 for a row it cannot sample: say which, instead of an embedding's
+// "index -1 is out of range" one step later.
+void check_drawn(const std::vector<int64_t>& ids, int64_t step) {
+  for (size_t r = 0; r < ids.size(); ++r)
+    LINEA_CHECK(ids[r] >= 0, "generate", "the model's logits for sequence ", r + 1, " at new token ", step + 1,
+                " hold a NaN or +inf (or only -inf): cannot sample from them");
+}
+
 }  // namespace
 
 std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::vector<Request>& requests,
@@ -116,23 +117,32 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
   std::vector<std::unique_ptr<Generator>> streams;  // one per row (a Generator does not move)
   for (const Request& r : requests) streams.push_back(std::make_unique<Generator>(r.seed));
   const auto batch = static_cast<int64_t>(requests.size());
+  const SamplingParams params = sampling_params(o);
+  // The ids stay on the device, where they feed the next step; the host gets each step's copy
+  // after it has queued the next step, so on a GPU the copy never leaves the device idle.
+  HostCopy to_host(batch * sizeof(int64_t), device);
   std::vector<std::vector<int64_t>> out(requests.size());
-  std::vector<int64_t> next(requests.size());
+  Tensor uniforms;  // (steps, B): a block of steps' draws, on the device
+  // On CUDA, the step replayed from a graph where the model allows (train/decode_graph.h).
   std::unique_ptr<DecodeGraph> graph;
-  if (o.graph && o.tokens > 1) graph = DecodeGraph::capture(model, state, batch, device, nullptr);  // else eager
+  if (o.graph && o.tokens > 1) graph = DecodeGraph::capture(model, state, batch, device, nullptr);
   for (int64_t i = 0; i < o.tokens; ++i) {
-    const std::vector<double> all = to(logits, kCPU).to_vector<double>();  // (B, V), one copy per step
-    for (size_t r = 0; r < requests.size(); ++r) {
-      const std::vector<double> row(all.begin() + static_cast<int64_t>(r) * vocab,
-                                    all.begin() + static_cast<int64_t>(r + 1) * vocab);
-      const double u = rand({}, kFloat64, streams[r].get()).item();
-      next[r] = sample_from_logits(row, o, u);
-      out[r].push_back(next[r]);
-      if (on_token) on_token(r, next[r]);
-    }
+    if (i % kStepsPerUpload == 0) uniforms = draw_uniforms(streams, std::min(kStepsPerUpload, o.tokens - i), device);
+    const Tensor ids = sample_tokens(logits, select(uniforms, 0, i % kStepsPerUpload), params);  // (B)
+    to_host.start(ids);
     if (i + 1 < o.tokens) {
-      const Tensor ids = to(from_vector<int64_t>(next, {batch}), device);
-      logits = graph ? graph->step(ids) : model.step(ids, state);
+      try {
+        logits = graph ? graph->step(ids) : model.step(ids, state);
+      } catch (const Error&) {
+        check_drawn(to_host.wait().to_vector<int64_t>(), i);  // an unsampleable row says so
+        throw;
+      }
+    }
+    const std::vector<int64_t> drawn = to_host.wait().to_vector<int64_t>();
+    check_drawn(drawn, i);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      out[r].push_back(drawn[r]);
+      if (on_token) on_token(r, drawn[r]);
     }
   }
   model.train(was_training);

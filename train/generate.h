@@ -8,6 +8,13 @@
 // temperature 0 takes the most likely token (greedy), and the decoding form advances one token
 // (constant work per token for the recurrent layers).
 //
+// Each step's tokens are drawn on the model's device (sample_tokens): the ids stay there and feed
+// the next step. Row r's uniform for each step is drawn on the host from its seeded stream, as
+// rand({}, kFloat64, stream).item(), a block of steps at a time; they do not depend on the model,
+// so drawing them costs the device nothing. The host reads each step's tokens (for the result
+// and on_token) through an asynchronous copy (tensor/host_copy.h) after it has queued the next
+// step, so the copy does not leave the device idle.
+//
 // Several sequences generate as one batch: each prompt is prefilled alone (once, however many
 // sequences share it), the states are stacked (LanguageModel::stack_states: prompts of different
 // lengths right-aligned in the KV caches, each row at its own position), and every step decodes
@@ -19,6 +26,7 @@
 #include <vector>
 
 #include "nn/model.h"
+#include "tensor/backend.h"  // SamplingParams
 
 namespace linea::train {
 
@@ -59,7 +67,11 @@ void check_prompt_ids(const std::vector<int64_t>& prompt, const SampleOptions& o
                       const std::string& name);
 
 // Draws an index from logits (V) with the options' temperature, top-k and top-p, using u uniform
-// in [0, 1). Exposed for tests.
+// in [0, 1): sample_tokens (autograd/ops.h) on the CPU, the one rule generate() follows on every
+// device. Logits that hold a NaN or +inf (or only -inf) are an Error.
 int64_t sample_from_logits(const std::vector<double>& logits, const SampleOptions& options, double u);
+
+// The options' temperature, top_k and top_p, as sample_tokens takes them.
+SamplingParams sampling_params(const SampleOptions& options);
 
 }  // namespace linea::train

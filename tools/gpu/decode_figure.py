@@ -1,6 +1,7 @@
 """A Figure-5-style chart of `linea bench decode` results, as SVG (no plotting library needed):
 against the context length, for each layer letter, the time to process the prompt (prefill), the
-time per decoded token at batch 1, and the peak memory while decoding at batch 1.
+time per decoded token at batch 1 (from the CUDA graph where the letter has one, else eager:
+each model's fastest path), and the peak memory while decoding at batch 1.
 
     python3 tools/gpu/decode_figure.py linea_decode.jsonl OUT.svg [LETTERS]   # LETTERS e.g. S,R,F
 """
@@ -9,7 +10,7 @@ import math
 import sys
 
 PANELS = [("prefill_ms", "prompt processing (ms)"),
-          ("decode_b1_ms_per_step", "decode, batch 1 (ms per token)"),
+          ("decode_ms", "decode, batch 1 (ms per token)"),
           ("decode_b1_peak_mib", "peak memory, batch-1 decode (MiB)")]
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
 W, H, MARGIN = 330, 260, 52  # one panel; margins hold the axes' labels
@@ -64,6 +65,8 @@ def main():
             series.setdefault(f'{r["letter"]} ({r["layer"]})', []).append(r)
     for v in series.values():
         v.sort(key=lambda r: r["context"])
+        for r in v:
+            r["decode_ms"] = r.get("decode_b1_graph_ms_per_step", r["decode_b1_ms_per_step"])
     contexts = sorted({r["context"] for v in series.values() for r in v})
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W * len(PANELS)}" height="{H + 24}" '
              f'font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>']
