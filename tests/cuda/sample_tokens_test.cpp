@@ -14,6 +14,7 @@
 #include "nn/model.h"
 #include "tensor/host_copy.h"
 #include "tests/cuda/parity.h"
+#include "tests/train/nan_model.h"
 #include "train/generate.h"
 
 namespace linea::testing {
@@ -172,21 +173,13 @@ TEST(CudaGenerate, SameTokensAsTheCpu) {
 
 TEST(CudaGenerate, RefusesLogitsThatCannotBeSampled) {
   LINEA_SKIP_WITHOUT_CUDA();
-  nn::ModelConfig c;
-  c.vocab_size = 11;
-  c.d_model = 8;
-  c.heads = 2;
-  c.pattern = "S";
-  Generator gen(1);
-  nn::LanguageModel model(c, gen);
-  {
-    NoGradGuard no_grad;
-    for (Tensor p : model.parameters()) fill_(p, std::numeric_limits<double>::quiet_NaN());
+  for (const char* pattern : {"S", "R"}) {  // eager steps, and steps replayed from a graph
+    const auto model = model_of_nans(pattern);
+    model->to(gpu());
+    for (int64_t tokens : {1, 5})
+      EXPECT_LINEA_ERROR(train::generate(*model, std::vector<int64_t>{1, 2}, {.tokens = tokens}, gpu()), "generate",
+                         "sequence 1 at new token 1", "cannot sample");
   }
-  model.to(gpu());
-  for (int64_t tokens : {1, 5})
-    EXPECT_LINEA_ERROR(train::generate(model, std::vector<int64_t>{1, 2}, {.tokens = tokens}, gpu()), "generate",
-                       "sequence 1 at new token 1", "cannot sample");
 }
 
 }  // namespace

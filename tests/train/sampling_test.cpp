@@ -12,6 +12,7 @@
 #include "nn/model.h"
 #include "tensor/host_copy.h"
 #include "tests/test_util.h"
+#include "tests/train/nan_model.h"
 #include "train/generate.h"
 
 namespace linea::train {
@@ -166,19 +167,9 @@ TEST(SampleTokens, StridedLogitsAndUniformsAreRead) {
 // A model whose logits are NaN: generate says it cannot sample, rather than drawing garbage or
 // failing one step later in the embedding with "index -1".
 TEST(SampleTokens, GenerateRefusesLogitsThatCannotBeSampled) {
-  nn::ModelConfig c;
-  c.vocab_size = 11;
-  c.d_model = 8;
-  c.heads = 2;
-  c.pattern = "S";
-  Generator gen(1);
-  nn::LanguageModel model(c, gen);
-  {
-    NoGradGuard no_grad;
-    for (Tensor p : model.parameters()) fill_(p, std::numeric_limits<double>::quiet_NaN());
-  }
+  const auto model = testing::model_of_nans("S");
   for (int64_t tokens : {1, 5})
-    EXPECT_LINEA_ERROR(generate(model, std::vector<int64_t>{1, 2}, {.tokens = tokens}, kCPU), "generate",
+    EXPECT_LINEA_ERROR(generate(*model, std::vector<int64_t>{1, 2}, {.tokens = tokens}, kCPU), "generate",
                        "sequence 1 at new token 1", "cannot sample");
 }
 
