@@ -8,6 +8,7 @@ const std::vector<Experiment>& paper_experiments() {
   static const std::vector<Experiment> experiments = {
       theorem_experiment(),
       gates_experiment(),
+      table4_experiment(),
   };
   return experiments;
 }
