@@ -59,6 +59,17 @@ TEST(PaperTables, Table4RowsPicksRowsAndStillTrainsTheSoftmaxSource) {
   EXPECT_TRUE(std::filesystem::exists(dir / "runs/transformer-seed0"));
 }
 
+TEST(PaperTables, Table6RunsAndMeasuresTheScaleThroughEps) {
+  const TempDir dir;
+  const json::Value report = run_table("table6", "", dir);
+  expect_rows(report["table6"]["feature_dim"], 4);
+  expect_rows(report["table6"]["feature_map"], 4);
+  // The variance row is the m = 64 run, reported twice.
+  EXPECT_EQ(report["table6"]["feature_map"]["rows"][3]["test_ppl"], report["table6"]["feature_dim"]["rows"][2]["test_ppl"]);
+  // Same weights, the scale swapped: the output norm leaves only eps's share of a difference.
+  EXPECT_LT(std::abs(report["table6"]["eps_check_same_weights"]["difference"].get<double>()), 1e-3);
+}
+
 TEST(PaperTables, AnUnknownRowIsAUsageErrorNamingTheRows) {
   const Outcome o = run_linea("paper table4 --rows regla,nope --out /nonexistent/never");
   EXPECT_EQ(o.status, 2) << o.output;

@@ -9,6 +9,7 @@ const std::vector<Experiment>& paper_experiments() {
       theorem_experiment(),
       gates_experiment(),
       table4_experiment(),
+      table6_experiment(),
   };
   return experiments;
 }
