@@ -70,6 +70,13 @@ TEST(PaperTables, Table6RunsAndMeasuresTheScaleThroughEps) {
   EXPECT_LT(std::abs(report["table6"]["eps_check_same_weights"]["difference"].get<double>()), 1e-3);
 }
 
+TEST(PaperTables, Table2RunsFromScratchAndLinearized) {
+  const TempDir dir;
+  const json::Value report = run_table("table2", "", dir);
+  expect_rows(report["table2"]["scratch"], 2);
+  expect_rows(report["table2"]["pretrain"], 2);
+}
+
 TEST(PaperTables, AnUnknownRowIsAUsageErrorNamingTheRows) {
   const Outcome o = run_linea("paper table4 --rows regla,nope --out /nonexistent/never");
   EXPECT_EQ(o.status, 2) << o.output;

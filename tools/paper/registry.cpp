@@ -10,6 +10,7 @@ const std::vector<Experiment>& paper_experiments() {
       gates_experiment(),
       table4_experiment(),
       table6_experiment(),
+      table2_experiment(),
   };
   return experiments;
 }
