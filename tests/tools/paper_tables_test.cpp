@@ -77,6 +77,18 @@ TEST(PaperTables, Table2RunsFromScratchAndLinearized) {
   expect_rows(report["table2"]["pretrain"], 2);
 }
 
+TEST(PaperTables, CausalityScoresBothFormsAndThePrefixMaxAgrees) {
+  const TempDir dir;
+  const json::Value report = run_table("causality", "", dir);
+  const json::Value& rows = report["causality"]["rows"];
+  ASSERT_EQ(rows.size(), 4u) << json::dump(report, 2);
+  for (const json::Value& row : rows) {
+    EXPECT_GT(row["tokens"].get<int64_t>(), 0);
+    // The prefix max is causal: parallel and decoding compute the same function.
+    if (row["key_max"] == "prefix") EXPECT_LT(std::abs(row["gap"].get<double>()), 1e-4) << json::dump(row);
+  }
+}
+
 TEST(PaperTables, AnUnknownRowIsAUsageErrorNamingTheRows) {
   const Outcome o = run_linea("paper table4 --rows regla,nope --out /nonexistent/never");
   EXPECT_EQ(o.status, 2) << o.output;

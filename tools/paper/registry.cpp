@@ -11,6 +11,7 @@ const std::vector<Experiment>& paper_experiments() {
       table4_experiment(),
       table6_experiment(),
       table2_experiment(),
+      causality_experiment(),
   };
   return experiments;
 }
