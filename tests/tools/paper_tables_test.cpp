@@ -77,6 +77,22 @@ TEST(PaperTables, Table2RunsFromScratchAndLinearized) {
   expect_rows(report["table2"]["pretrain"], 2);
 }
 
+TEST(PaperTables, SeedsAverageARowOverItsRuns) {
+  const TempDir dir;
+  const json::Value report = run_table("table2", "--rows norm,no-norm --seeds 2 --seed 5", dir);
+  const json::Value& rows = report["table2"]["scratch"]["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  for (const json::Value& row : rows) {
+    ASSERT_EQ(row["seeds"].size(), 2u);
+    EXPECT_EQ(row["seeds"][0]["seed"], 5);
+    EXPECT_EQ(row["seeds"][1]["seed"], 6);
+    const double mean = (row["seeds"][0]["test_ppl"].get<double>() + row["seeds"][1]["test_ppl"].get<double>()) / 2;
+    EXPECT_NEAR(row["test_ppl"].get<double>(), mean, 1e-9 * mean);
+  }
+  EXPECT_FALSE(report["table2"].contains("pretrain"));  // not asked for: no softmax model trained
+  EXPECT_FALSE(std::filesystem::exists(dir / "runs/softmax-source-seed5"));
+}
+
 TEST(PaperTables, CausalityScoresBothFormsAndThePrefixMaxAgrees) {
   const TempDir dir;
   const json::Value report = run_table("causality", "", dir);

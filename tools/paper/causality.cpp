@@ -44,9 +44,8 @@ void run_causality(const PaperRun& run, Report& report) {
   const Device device = Device::parse(run.device);
   report.heading("Causality: the key maximum over the whole sequence (eq. 12) against the prefix maximum");
   report.paragraph("ReGLA models (`R`, gate on the key dim), identical but for `key_max` (and, in the last two rows, "
-                   "without the output RMSNorm), each " + budget.describe() +
-                   ", " + std::to_string(run.seeds) + " seed(s) from " + std::to_string(run.seed) + ", on " +
-                   data_description(run) + ". Each scores " +
+                   "without the output RMSNorm), each " + runs_description(run) +
+                   ". Each scores " +
                    (windows > 0 ? "the first " + std::to_string(windows) : std::string("all")) +
                    " test windows of " + std::to_string(budget.seq) +
                    " tokens twice: the parallel form (the training forward, which for the global max sees the whole "

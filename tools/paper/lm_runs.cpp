@@ -122,6 +122,12 @@ std::string data_description(const PaperRun& run) {
                                   : "the default corpus";
 }
 
+std::string runs_description(const PaperRun& run) {
+  const std::string seeds = run.seeds == 1 ? "seed " + std::to_string(run.seed)
+                                           : std::to_string(run.seeds) + " seeds from " + std::to_string(run.seed);
+  return lm_budget(run).describe() + "; " + seeds + "; on " + data_description(run);
+}
+
 std::string LmBudget::describe() const {
   char buf[256];
   std::snprintf(buf, sizeof buf,

@@ -31,6 +31,8 @@ LmBudget lm_budget(const PaperRun& run);
 // on the full default corpus that is a thousand batches per row, against a few dozen steps).
 std::string table_data(const PaperRun& run);
 std::string data_description(const PaperRun& run);  // for the report: which corpus, how much of it
+// What every row of the run's tables gets, for the report: the budget, the seeds and the corpus.
+std::string runs_description(const PaperRun& run);
 
 // A row's layers: a pattern unit repeated to the budget's depth ("SR" -> "SRSRSR") and the
 // per-letter options (nn/config.h "layers").

@@ -47,9 +47,7 @@ void run_table2(const PaperRun& run, Report& report) {
   report.heading("Table 2: GLA with and without the stable normalization");
   report.paragraph("Every row: GLA (`G`: GLA's key gate, low rank 16, tau 16) with ReGLA's normalized exp map and "
                    "variance scale, the output RMSNorm on or off; " +
-                   budget.describe() + ", " + std::to_string(run.seeds) + " seed(s) from " + std::to_string(run.seed) +
-                   ", on " + data_description(run) +
-                   ". w/ Pretrain: a softmax model (" + RowModel{"S"}.describe(budget.layers) +
+                   runs_description(run) + ". w/ Pretrain: a softmax model (" + RowModel{"S"}.describe(budget.layers) +
                    ") trained on the same budget first, linearized (copy, no attention transfer: the paper "
                    "continues training the whole model) and trained on the budget again. The paper's rows: 8M tokens; "
                    "from scratch on WikiText-103, w/ Pretrain from Pythia-160M on SlimPajama.");

@@ -45,9 +45,7 @@ void run_table4(const PaperRun& run, Report& report) {
   const LmBudget budget = lm_budget(run);
   report.heading("Table 4: perplexity of linear attention variants, from scratch and w/ Pretrain");
   report.paragraph(
-      "Every row: " + budget.describe() + ", " + std::to_string(run.seeds) + " seed(s) from " +
-      std::to_string(run.seed) + ", on " + data_description(run) +
-      ". ReGLA's gate decays the key dim (`gate_dim: key`, as the paper's GLA kernels do). The paper: Pythia-160M's "
+      "Every row: " + runs_description(run) + ". ReGLA's gate decays the key dim (`gate_dim: key`, as the paper's GLA kernels do). The paper: Pythia-160M's "
       "shape (12 layers, d 768), 50k steps on WikiText-103.");
 
   // The softmax model trained from scratch is also what every w/ Pretrain row starts from, so it

@@ -85,9 +85,7 @@ json::Value swapped_scale_check(const PaperRun& run, const RowResult& variance_r
 void run_table6(const PaperRun& run, Report& report) {
   const LmBudget budget = lm_budget(run);
   report.heading("Table 6: ReGLA's feature dimension and feature map");
-  report.paragraph("Every row: ReGLA (`R`, gate on the key dim), " + budget.describe() + ", " +
-                   std::to_string(run.seeds) + " seed(s) from " + std::to_string(run.seed) + ", on " +
-                   data_description(run) +
+  report.paragraph("Every row: ReGLA (`R`, gate on the key dim), " + runs_description(run) +
                    ". m is the q/k width of each head (`feature_dim`); the head's value width stays d_model / heads = " +
                    std::to_string(budget.d_model / budget.heads) + ". The feature-map rows use m = 64.");
 
