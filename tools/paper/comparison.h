@@ -17,6 +17,9 @@ struct ComparedRow {
   RowResult linea;
 };
 
+// Both sides' ranks and the Spearman correlation, as JSON: {"rows": [...], "spearman": r or null}.
+json::Value compare_rows(const std::vector<ComparedRow>& rows);
+
 // Adds the table and a line with the Spearman correlation (when there are 2 or more rows) to the
 // report, and returns the same as JSON: {"rows": [...], "spearman": r or null}.
 json::Value report_comparison(Report& report, const std::vector<ComparedRow>& rows);

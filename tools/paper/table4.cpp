@@ -93,8 +93,7 @@ void run_table4(const PaperRun& run, Report& report) {
     // Both halves as one ordering of 13 rows, as the paper's table reads top to bottom.
     std::vector<ComparedRow> all = scratch;
     all.insert(all.end(), pretrained.begin(), pretrained.end());
-    Report scratchpad("table4-all");  // only its JSON is kept: the two tables above already show the rows
-    const json::Value both = report_comparison(scratchpad, all);
+    const json::Value both = compare_rows(all);
     out["spearman_all_rows"] = both["spearman"];
     report.paragraph("Spearman over both halves together (" + std::to_string(all.size()) + " rows): " +
                      spearman_text(both) + ".");
