@@ -1,5 +1,6 @@
 // `linea paper EXPERIMENT`: one of the ReGLA paper's experiments, run at a scale and written to
 // --out as Markdown, JSON and PNG (tools/paper/experiment.h has the registry).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -14,8 +15,26 @@ namespace {
 
 std::string experiment_listing() {
   std::string s = "Experiments:";
-  for (const paper::Experiment& e : paper::paper_experiments()) s += "\n  " + e.name + "  " + e.summary;
+  for (const paper::Experiment& e : paper::paper_experiments()) {
+    s += "\n  " + e.name + "  " + e.summary;
+    if (!e.rows.empty()) s += "\n      rows: " + join(e.rows, ", ");
+  }
   return s;
+}
+
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_rows(const std::string& text) {
+  std::vector<std::string> ids;
+  std::string id;
+  for (char c : text + ",") {
+    if (c != ',') {
+      id += c;
+    } else if (!id.empty()) {
+      ids.push_back(id);
+      id.clear();
+    }
+  }
+  return ids;
 }
 
 // Runs one experiment and writes its report under run.out.
@@ -35,6 +54,8 @@ void run_experiment(const paper::Experiment& experiment, const paper::PaperRun& 
 int run(const std::string& program, std::span<const std::string> args) {
   std::string experiment, scale = "tiny", out, device = "cpu", data;
   uint64_t seed = 0;
+  int64_t seeds = 1;
+  std::string rows;
   Flags flags(program,
               "Runs one experiment of the ReGLA paper (Lu et al., \"Refining Gated Linear Attention\") and writes\n"
               "OUT/EXPERIMENT.md (linea's numbers beside the paper's), OUT/EXPERIMENT.json and its figures as PNG.\n"
@@ -46,6 +67,8 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add_choice("device", &device, {"cpu", "cuda"}, "where the experiments that train do so");
   flags.add("data", &data, "corpus of the experiments that train (\"\": the default corpus)");
   flags.add("seed", &seed, "seed of every random draw");
+  flags.add("seeds", &seeds, "the tables: seeds per row (seed, seed + 1, ...); a row reports their mean");
+  flags.add("rows", &rows, "the tables: only these rows, comma-separated ids (listed above under each table)");
   if (!flags.parse(args)) return 0;
   const paper::Experiment* chosen = paper::find_experiment(experiment);
   if (!chosen && experiment != "all") {
@@ -54,7 +77,18 @@ int run(const std::string& program, std::span<const std::string> args) {
     if (!near.empty()) message += "; did you mean '" + near + "'?";
     flags.fail(message);
   }
+  if (seeds < 1) flags.fail("--seeds must be at least 1, got " + std::to_string(seeds));
+  const std::vector<std::string> row_ids = split_rows(rows);
+  if (!row_ids.empty()) {
+    if (!chosen) flags.fail("--rows names the rows of one experiment, not of 'all'");
+    for (const std::string& id : row_ids)
+      if (std::find(chosen->rows.begin(), chosen->rows.end(), id) == chosen->rows.end())
+        flags.fail("experiment '" + chosen->name + "' has no row '" + id + "' (its rows: " +
+                   (chosen->rows.empty() ? std::string("none") : join(chosen->rows, ", ")) + ")");
+  }
   paper::PaperRun run;
+  run.seeds = seeds;
+  run.rows = row_ids;
   run.scale = paper::parse_scale(scale);
   run.out = out.empty() ? "paper/" + experiment + "-" + scale : out;
   run.device = device;
@@ -71,6 +105,6 @@ int run(const std::string& program, std::span<const std::string> args) {
 
 }  // namespace
 
-Command paper_command() { return {"paper", "run one of the ReGLA paper's experiments (theorem, gates)", run}; }
+Command paper_command() { return {"paper", "run one of the ReGLA paper's experiments (theorem, gates, table4, table6, table2, causality)", run}; }
 
 }  // namespace linea::cli

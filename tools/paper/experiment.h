@@ -5,7 +5,7 @@
 // paper's numbers beside linea's), DIR/<name>.json, and the PNG figures it adds. docs/paper.md
 // has the experiments and their results.
 //
-// Adding an experiment (table4, table6, table2, decode, causality, ... of issue 13): write
+// Adding an experiment (decode, ... of issue 13): write
 // tools/paper/<name>.cpp defining `Experiment <name>_experiment()`, declare it below, add one line
 // to paper_experiments().
 #include <cstdint>
@@ -28,6 +28,10 @@ struct PaperRun {
   std::string device = "cpu";
   std::string data;        // for the experiments that train: "" = the default corpus
   uint64_t seed = 0;
+  // The tables' runs (lm_runs.h): seeds per row (seed, seed + 1, ...; a row's perplexity is their
+  // mean), and the rows to run (empty: all; ids from the experiment's `rows`).
+  int64_t seeds = 1;
+  std::vector<std::string> rows;
   // Picks the value for this run's scale: run.pick(tiny, small).
   template <class T>
   T pick(T tiny, T small) const { return scale == Scale::Tiny ? tiny : small; }
@@ -37,6 +41,7 @@ struct Experiment {
   std::string name;
   std::string summary;  // one line for `linea paper --help`
   std::function<void(const PaperRun& run, Report& report)> run;
+  std::vector<std::string> rows;  // the ids --rows may name (a table's rows); empty: no --rows
 };
 
 // The registry, in the order `linea paper --help` lists them.
@@ -48,5 +53,9 @@ std::vector<std::string> experiment_names();
 // One per file.
 Experiment theorem_experiment();  // theorem.cpp: Theorem 3.1 and Figure 2
 Experiment gates_experiment();    // gates.cpp: Figures 3 and 4
+Experiment table4_experiment();   // table4.cpp: Table 4, from scratch and w/ Pretrain
+Experiment table6_experiment();   // table6.cpp: Table 6, feature dims and feature maps
+Experiment table2_experiment();   // table2.cpp: Table 2, GLA with and without the output norm
+Experiment causality_experiment();  // causality.cpp: eq. 12's global key max against the prefix max
 
 }  // namespace linea::cli::paper

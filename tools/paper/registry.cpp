@@ -8,6 +8,10 @@ const std::vector<Experiment>& paper_experiments() {
   static const std::vector<Experiment> experiments = {
       theorem_experiment(),
       gates_experiment(),
+      table4_experiment(),
+      table6_experiment(),
+      table2_experiment(),
+      causality_experiment(),
   };
   return experiments;
 }
