@@ -5,6 +5,7 @@
 
 #include "nn/json.h"
 #include "tests/test_util.h"
+#include "tests/tools/paper_corpus.h"
 #include "tests/tools/run_linea.h"
 #include "tests/train/temp_dir.h"
 #include "train/file_io.h"
@@ -32,11 +33,8 @@ TEST(PaperCommand, TheoremRunsAtTinyScale) {
 
 TEST(PaperCommand, GatesRunsAtTinyScale) {
   const TempDir dir;
-  // A corpus of its own, so the test does not depend on the machine's default one (fortunes).
-  std::string text;
-  for (int i = 0; i < 400; ++i) text += "a gate opens, a gate closes " + std::to_string(i % 11) + " times.\n";
-  train::write_file_atomically(dir / "corpus.txt", text);
-  const Outcome o = run_linea("paper gates --scale tiny --data " + dir / "corpus.txt" + " --out " + dir.path());
+  const Outcome o =
+      run_linea("paper gates --scale tiny --data " + testing::write_paper_corpus(dir) + " --out " + dir.path());
   ASSERT_EQ(o.status, 0) << o.output;
   expect_files(dir.path(), {"gates.md", "gates.json", "gates_figure3.png", "gates_figure4_sigmoid.png",
                             "gates_figure4_refined.png"});

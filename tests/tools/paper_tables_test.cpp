@@ -8,6 +8,7 @@
 
 #include "nn/json.h"
 #include "tests/test_util.h"
+#include "tests/tools/paper_corpus.h"
 #include "tests/tools/run_linea.h"
 #include "tests/train/temp_dir.h"
 #include "train/file_io.h"
@@ -18,7 +19,8 @@ namespace {
 using linea::testing::TempDir;
 
 json::Value run_table(const std::string& experiment, const std::string& flags, const TempDir& dir) {
-  const Outcome o = run_linea("paper " + experiment + " --scale tiny " + flags + " --out " + dir.path());
+  const Outcome o = run_linea("paper " + experiment + " --scale tiny --data " + testing::write_paper_corpus(dir) + " " +
+                              flags + " --out " + dir.path());
   EXPECT_EQ(o.status, 0) << o.output;
   EXPECT_GT(std::filesystem::file_size(dir / (experiment + ".md")), 200u);
   return json::parse(train::read_file(dir / (experiment + ".json"), "test"));
