@@ -76,12 +76,17 @@ void figure3(const PaperRun& run, Report& report) {
                 "gate's in gray.");
 }
 
+// Logits beyond +-16 (activations within 1e-7 of 0 or 1, float32's resolution near 1) count as
+// +-16: in the histograms' end bins, and in the mean logit, which a gate saturated to exactly 0
+// or 1 would otherwise make infinite (or NaN, with both).
+constexpr double kLogitLimit = 16;
+
 // Summary numbers of one distribution of activations.
 json::Value describe(const std::vector<double>& v) {
   double mean = 0, mean_logit = 0, low = 0, high = 0;
   for (double x : v) {
     mean += x;
-    mean_logit += std::log(x) - std::log1p(-x);
+    mean_logit += std::clamp(std::log(x) - std::log1p(-x), -kLogitLimit, kLogitLimit);
     low += x < 0.01;
     high += x > 0.99;
   }
@@ -97,7 +102,7 @@ std::string summary(const json::Value& d) {
 void figure4(const PaperRun& run, Report& report) {
   const double bias = 8;  // sigmoid(8) = 0.99966, sigmoid(-8) = 3.4e-4: the paper gives no value
   const int bins = 64;
-  const double limit = 16;  // logits beyond +-16 (activations within 1e-7 of 0 or 1) share the end bins
+  const double limit = kLogitLimit;
   report.heading("Figure 4: gate activations before and after training, from saturating biases");
   MarkdownTable table({"gate", "bias", "steps", "before: mean logit / <0.01 / >0.99", "after: mean logit / <0.01 / >0.99",
                        "valid loss"});
