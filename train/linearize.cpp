@@ -11,6 +11,7 @@
 #include "train/grad_utils.h"
 #include "train/json_file.h"
 #include "train/progress.h"
+#include "train/run_checkpoint.h"
 #include "train/run_log.h"
 #include "train/saved_model.h"
 #include "train/schedule.h"
@@ -147,22 +148,13 @@ TransferReport attention_transfer(const LinearizeOptions& lo, const SourceRun& s
                    " (validation MSE before)" + (saved ? ", resuming from step " + std::to_string(step) : ""));
 
   auto save = [&](int64_t at, bool done) {
-    Checkpoint ck;
-    ck.model = student.state_dict();
-    ck.config = student.config().to_json();
-    ck.optimizer = optimizer->state();
-    ck.trainer.step = at;
-    ck.trainer.lr = optimizer->lr();
-    ck.trainer.rng_seed = student.dropout_generator().seed();
-    ck.trainer.rng_offset = student.dropout_generator().offset();
-    ck.trainer.data = to_json(batcher.state());
-    ck.trainer.tokenizer = tokenizer_record(*corpus.tokenizer);
-    ck.trainer.extra = json::Value::object();
-    ck.trainer.extra["stage"] = "transfer";
-    ck.trainer.extra["linearize"] = lo.to_json();
-    ck.trainer.extra["mse_before"] = numbers(report.mse_before);
-    if (done) ck.trainer.extra["mse_after"] = numbers(report.mse_after);
-    return save_checkpoint(root, ck);
+    json::Value extra = json::Value::object();
+    extra["stage"] = "transfer";
+    extra["linearize"] = lo.to_json();
+    extra["mse_before"] = numbers(report.mse_before);
+    if (done) extra["mse_after"] = numbers(report.mse_after);
+    return save_checkpoint(root, run_checkpoint(student, student.config(), *optimizer, at, batcher, *corpus.tokenizer,
+                                                std::move(extra)));
   };
 
   const int64_t tokens_per_step = o.batch * o.seq;

@@ -14,6 +14,7 @@
 #include "train/grad_utils.h"
 #include "train/progress.h"
 #include "train/prompt.h"
+#include "train/run_checkpoint.h"
 #include "train/run_log.h"
 #include "train/saved_model.h"
 #include "train/schedule.h"
@@ -205,17 +206,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   if (!extra.is_object()) extra = json::Value::object();
   extra["options"] = o.to_json();
   auto save = [&](int64_t at) {
-    Checkpoint ck;
-    ck.model = model.state_dict();
-    ck.config = config.to_json();
-    ck.optimizer = optimizer->state();
-    ck.trainer.step = at;
-    ck.trainer.lr = optimizer->lr();
-    ck.trainer.rng_seed = model.dropout_generator().seed();
-    ck.trainer.rng_offset = model.dropout_generator().offset();
-    ck.trainer.data = to_json(batcher.state());
-    ck.trainer.tokenizer = tokenizer_record(*corpus.tokenizer);
-    ck.trainer.extra = extra;
+    Checkpoint ck = run_checkpoint(model, config, *optimizer, at, batcher, *corpus.tokenizer, extra);
     const bool merge = at == o.steps && o.lora_rank > 0 && o.merge_lora;
     if (merge) {
       ck = merged_lora_checkpoint(std::move(ck), o, config);
