@@ -29,6 +29,12 @@ class CudaGraph final : public DeviceGraph {
     CachingAllocator::instance().retire_pool(device_, pool_);
   }
 
+  size_t node_count() const override {
+    size_t count = 0;
+    LINEA_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count), "cuda.graph", "counting the nodes");
+    return count;
+  }
+
   void replay() const override {
     const cudaStream_t stream = use_device(device_);
     LINEA_CUDA_CHECK(cudaGraphLaunch(exec_, stream), "cuda.graph", "replay on cuda:", device_);

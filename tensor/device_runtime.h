@@ -18,6 +18,8 @@ class DeviceGraph {
  public:
   virtual ~DeviceGraph() = default;
   virtual void replay() const = 0;
+  // The operations recorded (kernels, copies, memsets): what one replay launches.
+  virtual size_t node_count() const = 0;
 };
 
 // Pinned host memory and an event of one device: device-to-host copies that do not stall it

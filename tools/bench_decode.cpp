@@ -6,7 +6,8 @@
 //              `linea generate` did before prefill existed;
 //   decode     tokens/s continuing from that context at each batch size (the prompt's state
 //              stacked once per row); on CUDA also decode_b<batch>_graph: the step replayed
-//              from a CUDA graph with the greedy choice on the device (train/decode_graph.h);
+//              from a CUDA graph with the greedy choice on the device (train/decode_graph.h),
+//              with the number of operations the graph holds (decode_b<batch>_graph_nodes);
 // each with its peak memory, and the size of the decoding state at batch 1 (flat in the context
 // for the recurrent letters, growing for softmax's KV cache). One JSON line per letter and context.
 //
@@ -156,6 +157,7 @@ class DecodeBench {
         return;
       }
     }
+    if (graph) line.add(key + "_nodes", static_cast<int64_t>(graph->node_count()));
     const Tensor u = zeros({batch}, {kFloat64, device_});  // greedy draws do not read it
     HostCopy to_host(static_cast<size_t>(batch) * sizeof(int64_t), device_);
     auto run = [&] {

@@ -37,6 +37,9 @@ class DecodeGraph {
   // the logits (B, V) are returned in the graph's own buffer, overwritten by the next step.
   const Tensor& step(const Tensor& ids);
 
+  // The kernels and copies one step replays (a measure of what a fused step kernel would save).
+  size_t node_count() const { return graph_->node_count(); }
+
   DecodeGraph(const DecodeGraph&) = delete;
   DecodeGraph& operator=(const DecodeGraph&) = delete;
   ~DecodeGraph();
