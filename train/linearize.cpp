@@ -391,11 +391,7 @@ LinearizeResult linearize(const LinearizeOptions& options, bool resume, std::FIL
 
   LinearizeResult result;
   Progress progress(options.transfer_steps, o.log_every, out);
-  CorpusOptions c;
-  c.data = o.data;
-  c.tokenizer = o.tokenizer;
-  c.vocab_size = o.vocab_size;
-  c.cache_dir = o.cache_dir == "none" ? "" : (o.cache_dir.empty() ? default_cache_dir() : o.cache_dir);
+  CorpusOptions c = o.corpus_options();
   c.log = [&](const std::string& m) { progress.message(m); };
   c.given_tokenizer = tokenizer_from_record(source.checkpoint.trainer.tokenizer, source.dir + "/trainer.json");
   const Corpus corpus = load_corpus(c);

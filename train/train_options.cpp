@@ -73,6 +73,15 @@ void TrainOptions::update_from_json(const json::Value& value) {
   }
 }
 
+CorpusOptions TrainOptions::corpus_options() const {
+  CorpusOptions c;
+  c.data = data;
+  c.tokenizer = tokenizer;
+  c.vocab_size = vocab_size;
+  c.cache_dir = cache_dir == "none" ? "" : (cache_dir.empty() ? default_cache_dir() : cache_dir);
+  return c;
+}
+
 nn::ModelConfig TrainOptions::model_config(int64_t vocab) const {
   nn::ModelConfig c;
   c.vocab_size = vocab;

@@ -8,6 +8,7 @@
 
 #include "nn/config.h"
 #include "nn/json.h"
+#include "train/corpus.h"
 
 namespace linea::train {
 
@@ -72,6 +73,9 @@ struct TrainOptions {
   double top_p = 0.95;
 
   nn::ModelConfig model_config(int64_t vocab_size) const;
+  // Where the corpus comes from and how it is encoded (data, tokenizer, vocabulary, cache; "none"
+  // turns the cache off); the caller adds a given tokenizer and where messages go.
+  CorpusOptions corpus_options() const;
   // Errors name the flag and the bad value.
   void validate() const;
   json::Value to_json() const;

@@ -90,11 +90,7 @@ std::optional<ResumePoint> find_resume_point(const TrainOptions& o) {
 
 Corpus load_training_corpus(const TrainOptions& o, const std::optional<ResumePoint>& resume, const RunStart& start,
                             Progress& progress) {
-  CorpusOptions c;
-  c.data = o.data;
-  c.tokenizer = o.tokenizer;
-  c.vocab_size = o.vocab_size;
-  c.cache_dir = o.cache_dir == "none" ? "" : (o.cache_dir.empty() ? default_cache_dir() : o.cache_dir);
+  CorpusOptions c = o.corpus_options();
   c.log = [&](const std::string& m) { progress.message(m); };
   if (resume) c.given_tokenizer = tokenizer_from_record(resume->checkpoint.trainer.tokenizer, resume->dir);
   else if (start.tokenizer) c.given_tokenizer = start.tokenizer;
