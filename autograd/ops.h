@@ -20,6 +20,8 @@
 //   inplace.cpp    add_, mul_, fill_, copy_, ... (no autograd: for optimizers and initialisers)
 //   optim.cpp      sum_squares, adamw_step_ (no autograd: the optimizer's fused kernels)
 //   sample.cpp     sample_tokens (no autograd: generation's draw, on the logits' device)
+//   linear_step.cpp     linear_attention_step (no autograd: a linear attention layer's decoding
+//                  token in one kernel)
 // Errors name the op and the offending shapes, dtypes and devices (tensor/error.h).
 #include <optional>
 #include <vector>
@@ -232,6 +234,21 @@ NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double sca
 // projections' biases, without a pass of their own.
 Tensor refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Tensor& bias_a = Tensor(),
                         const Tensor& bias_c = Tensor());
+
+// ---- decoding (inference only: no backward) ----
+// One decoding token of a gated linear attention layer in one kernel (tensor/backend_kernels.def:
+// linear_attention_step has the math): the feature maps, the decays (given, and ReGLA's refined
+// gate from its pre-activations), the state update, the read-out and the output RMSNorm, which
+// the layer's composite step takes a dozen kernels for. in's tensors are (B, H, width) views of
+// one dtype (float32 or float64) and device, any strides (rows made contiguous where they are
+// not); gk, gv may have width 1. It has no backward: inputs that require grad while grad mode is
+// on are an Error (decoding runs under NoGradGuard; training takes the scan).
+struct LinearStepResult {
+  Tensor out;      // (B, H, dv)
+  Tensor state;    // (B, H, dv, dk): S after the token
+  Tensor key_max;  // (B, H, 1, 1) for the normalized exp map, else undefined
+};
+LinearStepResult linear_attention_step(const LinearStepInputs& in, const LinearStepOptions& options);
 
 // ---- indexing ----
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D Int64

@@ -56,7 +56,7 @@ std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> li
     c.key_max = linear::parse_key_max(o.get<std::string>("key_max", linear::key_max_name(c.key_max)));
     c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
     c.scan.kernel = scan_kernel_option(o, c.scan.kernel);
-    c.fused_feature_map = c.gate.fused = o.get<bool>("fused", true);
+    c.fused_feature_map = c.gate.fused = c.fused_step = o.get<bool>("fused", true);
     o.finish();
     return std::make_shared<linear::LinearAttention>(c, gen);
   };

@@ -67,6 +67,33 @@ struct SamplingParams {
   double top_p = 1.0;
 };
 
+// One decoding token of a gated linear attention layer (linear_attention_step in
+// backend_kernels.def), per (batch b, head h); every tensor below is (B, H, width) with a
+// contiguous last dim unless said otherwise. Undefined members are absent terms.
+struct LinearStepInputs {
+  Tensor q, k;                // (B, H, dk): the feature map's inputs (the projections)
+  Tensor v;                   // (B, H, dv)
+  Tensor gk, gv;              // log decays (B, H, dk | 1), (B, H, dv | 1), <= 0
+  Tensor gate_a, gate_c;      // ReGLA's refined gate pre-activations (B, H, w), w = dv or dk
+  Tensor gate_bias_a, gate_bias_c;  // their biases, (H w) contiguous
+  Tensor key_max;             // (B, H, 1, 1) contiguous: the running key max before this token
+  Tensor state;               // (B, H, dv, dk) contiguous: S before this token
+  Tensor norm_weight;         // (dv) contiguous: the output RMSNorm's gain shared by the heads
+};
+
+// The choices of linear_attention_step: the feature map of q and k (identity, or ReGLA's
+// normalized exp with the running key max), the refined gate's dim, the query scale, the gate's
+// floor, and whether the output goes through an RMSNorm (eps).
+enum class StepFeatureMap { Identity, NormalizedExp };
+struct LinearStepOptions {
+  StepFeatureMap map = StepFeatureMap::Identity;
+  bool refined_gate_on_keys = false;  // the refined gate decays the key dim (else the value dim)
+  double scale = 1.0;
+  double gate_floor = -20.0;
+  bool output_norm = false;
+  double norm_eps = 1e-6;
+};
+
 // The kernel set of one device. Every kernel and its contract is listed once, in
 // backend_kernels.def; this class declares each as `virtual void name(...) const = 0`.
 class Backend {

@@ -50,6 +50,8 @@ class GateProjection final : public Module {
     return heads_first(up_->forward_without_bias(down_ ? down_->forward(x) : x));
   }
   Tensor head_bias() const { return view(up_->bias, {heads_, 1, size_}); }
+  // The one Linear of a full-rank projection (nullptr for a low-rank one: two products).
+  const Linear* single_linear() const { return down_ ? nullptr : up_.get(); }
 
  private:
   // (B, T, H size) -> (B, H, T, size), a view.
@@ -136,6 +138,10 @@ class ReGLAGate final : public GateBase {
     return {.gk = log_f, .gv = {}, .key_scale = {}};
   }
   bool decays_value_channels() const override { return dim_ == DecayDim::Value; }
+  std::optional<RefinedGateProjections> refined_projections() const override {
+    return RefinedGateProjections{
+        .forget = forget_->single_linear(), .refine = refine_->single_linear(), .dim = dim_, .floor = floor_};
+  }
 
  private:
   DecayDim dim_;

@@ -29,8 +29,10 @@
 // 2^-2.5), gate biases start at GateConfig::bias_init (0 by default, for every gate; the ReGLA
 // paper sets extreme biases only for its saturation study).
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "nn/layers/linear.h"
 #include "nn/module.h"
 
 namespace linea::nn::linear {
@@ -58,6 +60,16 @@ struct GateOutput {
   Tensor key_scale;  // (B, H, T, 1): multiplies phi(k) (RFA's 1 - g)
 };
 
+// ReGLA's refined gate as the fused decoding step (linea::linear_attention_step) takes it: the
+// projections of its two pre-activations (their products and biases go to the step's kernel,
+// which computes the floored log f itself), the dim it decays and its floor.
+struct RefinedGateProjections {
+  const Linear* forget;
+  const Linear* refine;
+  DecayDim dim;
+  double floor;
+};
+
 class Gate : public Module {
  public:
   // x (B, T, D) -> the gate's decays for T tokens (T = 1 when decoding).
@@ -65,6 +77,9 @@ class Gate : public Module {
   // True when the gate decays the value dim channel by channel (gv of width dv): such a decay
   // cannot be shared by the sum normalizer c, which has no value dim.
   virtual bool decays_value_channels() const { return false; }
+  // The refined gate's projections, for a decoding step that computes the gate inside its own
+  // kernel; nullopt for every other gate (their decays come from forward()).
+  virtual std::optional<RefinedGateProjections> refined_projections() const { return std::nullopt; }
 };
 
 // A gate for `heads` heads with feature dim m (the key dim of the state) and value dim dv.

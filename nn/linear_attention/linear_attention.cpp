@@ -149,6 +149,7 @@ std::unique_ptr<DecodeState> LinearAttention::init_state(int64_t batch) const {
 Tensor LinearAttention::step(const Tensor& x, DecodeState& state_in) {
   LinearAttentionState* s = &step_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
                                                               &LinearAttentionState::state);
+  if (fused_step_applies()) return fused_step(x, *s);
   const ScanInputs in = prepare(unsqueeze(x, 1), s->key_max, KeyMaxMode::Prefix);
   // The one token through the fused scan's step-by-step kernel: the decays, the state update and
   // the read-out in one launch (scan_step, the composite reference, takes about six; decoding
@@ -161,6 +162,54 @@ Tensor LinearAttention::step(const Tensor& x, DecodeState& state_in) {
   s->key_max = in.last_key_max;
   ++s->position;
   return select(finish(transpose(o, 1, 2)), 1, 0);
+}
+
+bool LinearAttention::fused_step_applies() const {
+  if (!config_.fused_step || is_grad_enabled() || config_.sum_normalization) return false;
+  if (config_.output_norm == OutputNorm::Layer || config_.gate.kind == GateKind::Scalar) return false;
+  return config_.feature_map.kind == FeatureMapKind::Identity || fuses_normalized_exp(KeyMaxMode::Prefix);
+}
+
+Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
+  std::vector<StackedProjection::Part> parts = {{q_proj_.get(), true}, {k_proj_.get(), true}, {v_proj_.get(), true}};
+  std::optional<RefinedGateProjections> refined = gate_ ? gate_->refined_projections() : std::nullopt;
+  if (refined && refined->forget && refined->refine) {
+    parts.push_back({refined->forget, false});  // their biases are added inside the kernel
+    parts.push_back({refined->refine, false});
+  } else {
+    refined.reset();
+  }
+  const std::vector<Tensor> y = step_projections_.forward(parts, x);  // (B, width) each
+  const int64_t B = x.size(0), H = config_.heads;
+  auto per_head = [&](const Tensor& t) { return reshape(t, {B, H, t.size(-1) / H}); };
+  auto token = [](const Tensor& t) { return t.defined() ? select(t, 2, 0) : t; };  // (B, H, 1, w) -> (B, H, w)
+
+  LinearStepInputs in{.q = per_head(y[0]), .k = per_head(y[1]), .v = per_head(y[2])};
+  if (refined) {
+    in.gate_a = per_head(y[3]);
+    in.gate_c = per_head(y[4]);
+    in.gate_bias_a = refined->forget->bias;
+    in.gate_bias_c = refined->refine->bias;
+  } else if (gate_) {
+    const GateOutput g = gate_->forward(unsqueeze(x, 1));
+    in.gk = token(g.gk);
+    in.gv = token(g.gv);
+  }
+  in.key_max = s.key_max;
+  in.state = s.state;
+  if (norm_) in.norm_weight = norm_->weight;
+  const LinearStepOptions options{
+      .map = config_.feature_map.kind == FeatureMapKind::Identity ? StepFeatureMap::Identity : StepFeatureMap::NormalizedExp,
+      .refined_gate_on_keys = refined && refined->dim == DecayDim::Key,
+      .scale = scale_,
+      .gate_floor = refined ? refined->floor : config_.gate.log_decay_floor,
+      .output_norm = norm_ != nullptr,
+      .norm_eps = config_.output_norm_eps};
+  const LinearStepResult r = linear_attention_step(in, options);
+  s.state = r.state;
+  if (r.key_max.defined()) s.key_max = r.key_max;
+  ++s.position;
+  return out_proj_->forward(reshape(r.out, {B, H * config_.head_dim}));
 }
 
 Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {

@@ -21,6 +21,7 @@
 
 #include "nn/layers/linear.h"
 #include "nn/layers/norm.h"
+#include "nn/layers/stacked_projection.h"
 #include "nn/linear_attention/feature_maps.h"
 #include "nn/linear_attention/gates.h"
 #include "nn/linear_attention/key_max.h"
@@ -60,6 +61,13 @@ struct LinearAttentionConfig {
   // composite map (feature_maps.h) and key max (key_max.h), the reference it is tested against.
   // The global key max and the product map always take the composite path.
   bool fused_feature_map = true;
+  // Decoding (step() with grad mode off) through the fused op linear_attention_step: the
+  // projections as one product (nn/layers/stacked_projection.h), then the maps, the decays (ReGLA's
+  // refined gate included), the state update, the read-out and the output RMSNorm in one kernel.
+  // It covers the identity and normalized exp maps, every gate but the scalar one (its key scale)
+  // and no sum normalization, which is every preset but la-relu, la-elu, hedgehog and rfa; other
+  // configs, and false, take the composite step, the reference it is tested against.
+  bool fused_step = true;
   ScanOptions scan;                         // forward's scan: fused, or chunked (chunk_size 64, sub_block 16)
   bool projection_bias = false;             // biases on W_q, W_k, W_v, W_o
 };
@@ -135,6 +143,9 @@ class LinearAttention : public SequenceMixer {
   };
   ScanInputs prepare(const Tensor& x, const Tensor& previous_key_max, KeyMaxMode mode);
   bool fuses_normalized_exp(KeyMaxMode mode) const;
+  // Whether step() takes the fused op (fused_step, above), and that step.
+  bool fused_step_applies() const;
+  Tensor fused_step(const Tensor& x, LinearAttentionState& state);
   // o (B, T, H, state_value_dim) -> y (B, T, D): sum normalization, norm, merge, out projection.
   Tensor finish(const Tensor& o);
   Tensor heads_first(const Tensor& y, int64_t width) const;  // (B, T, H w) -> (B, H, T, w)
@@ -146,6 +157,7 @@ class LinearAttention : public SequenceMixer {
   std::shared_ptr<FeatureMap> feature_map_;
   std::shared_ptr<Gate> gate_;       // null without a gate
   std::shared_ptr<HeadNorm> norm_;   // null without an output norm
+  StackedProjection step_projections_;  // the fused step's q, k, v (and refined gate) products
 };
 
 }  // namespace linea::nn::linear

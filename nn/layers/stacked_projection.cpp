@@ -1,0 +1,77 @@
+#include "nn/layers/stacked_projection.h"
+
+#include "autograd/grad_mode.h"
+#include "tensor/error.h"
+
+namespace linea::nn {
+
+namespace {
+
+// The tensors a stack reads, in order: every weight, then every bias it adds.
+std::vector<Tensor> sources_of(const std::vector<StackedProjection::Part>& parts) {
+  std::vector<Tensor> sources;
+  for (const auto& p : parts) sources.push_back(p.linear->weight);
+  for (const auto& p : parts)
+    if (p.with_bias && p.linear->bias.defined()) sources.push_back(p.linear->bias);
+  return sources;
+}
+
+}  // namespace
+
+bool StackedProjection::cache_matches(const std::vector<Part>& parts) const {
+  const std::vector<Tensor> now = sources_of(parts);
+  if (!weight_.defined() || now.size() != sources_.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i)
+    if (!now[i].is_same(sources_[i]) || now[i].version() != versions_[i]) return false;
+  return true;
+}
+
+void StackedProjection::rebuild(const std::vector<Part>& parts) {
+  std::vector<Tensor> weights, biases;
+  bool any_bias = false;
+  for (const auto& p : parts) {
+    weights.push_back(p.linear->weight);
+    any_bias = any_bias || (p.with_bias && p.linear->bias.defined());
+  }
+  weight_ = cat(weights, 0);
+  bias_ = Tensor();
+  if (any_bias) {
+    for (const auto& p : parts) {
+      const Tensor& w = p.linear->weight;
+      biases.push_back(p.with_bias && p.linear->bias.defined() ? p.linear->bias
+                                                              : zeros({w.size(0)}, {w.dtype(), w.device()}));
+    }
+    bias_ = cat(biases, 0);
+  }
+  sources_ = sources_of(parts);
+  versions_.clear();
+  for (const Tensor& t : sources_) versions_.push_back(t.version());
+}
+
+std::vector<Tensor> StackedProjection::forward(const std::vector<Part>& parts, const Tensor& x) {
+  LINEA_CHECK(!parts.empty(), "StackedProjection", "needs at least one part");
+  bool stackable = !is_grad_enabled() && parts.size() > 1;
+  for (const auto& p : parts) {
+    LINEA_CHECK(p.linear->in_features() == parts[0].linear->in_features(), "StackedProjection",
+                "parts must take one input width, got ", p.linear->in_features(), " and ",
+                parts[0].linear->in_features());
+    stackable = stackable && !p.linear->lora;
+  }
+  std::vector<Tensor> out;
+  if (!stackable) {
+    for (const auto& p : parts) out.push_back(p.with_bias ? p.linear->forward(x) : p.linear->forward_without_bias(x));
+    return out;
+  }
+  if (!cache_matches(parts)) rebuild(parts);
+  const Tensor y = matmul(x, t(weight_));
+  const Tensor all = bias_.defined() ? y + bias_ : y;
+  int64_t at = 0;
+  for (const auto& p : parts) {
+    const int64_t width = p.linear->out_features();
+    out.push_back(narrow(all, -1, at, width));
+    at += width;
+  }
+  return out;
+}
+
+}  // namespace linea::nn
