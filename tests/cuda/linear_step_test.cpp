@@ -115,6 +115,9 @@ TEST(LinearStepCuda, NanInputsGiveNanAsOnTheCpu) {
 
 TEST(LinearStepCuda, LayerStepsMatchTheCpuForEveryCoveredConfig) {
   LINEA_SKIP_WITHOUT_CUDA();
+  // Exact float32 products: with TF32 the projections differ from the CPU's by about 1e-3, which
+  // the exponential feature map carries into the outputs.
+  Tf32Setting exact(false);
   for (DType dtype : {kFloat64, kFloat32}) {
     for (const auto& [name, config] : fused_step_configs(40, 3, 33, 48)) {
       std::unique_ptr<nn::linear::LinearAttention> layers[2];
