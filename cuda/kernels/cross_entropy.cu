@@ -82,7 +82,7 @@ void CudaBackend::cross_entropy(const Tensor& logits_, const Tensor& targets, in
   DeviceBuffer bad_row(sizeof(unsigned long long), device_);
   LINEA_CUDA_CHECK(cudaMemsetAsync(bad_row.as<void>(), 0xff, sizeof(unsigned long long), stream), "cross_entropy");
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
-    with_row_group(classes, [&]<int kGroup>() {
+    with_row_group(classes, rows, [&]<int kGroup>() {
       cross_entropy_kernel<T, kGroup><<<row_blocks<kGroup>(rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
           logits.data<T>(), logits.stride(0), targets.data<int64_t>(), targets.stride(0), ignore_index,
           losses.data<T>(), lse.data<T>(), rows, classes, bad_row.as<unsigned long long>());
@@ -107,7 +107,7 @@ void CudaBackend::cross_entropy_backward(const Tensor& logits_, const Tensor& ta
   const cudaStream_t stream = use_device(device_);
   const Tensor logits = rows_readable(logits_);
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
-    with_row_group(classes, [&]<int kGroup>() {
+    with_row_group(classes, rows, [&]<int kGroup>() {
       cross_entropy_backward_kernel<T, kGroup><<<row_blocks<kGroup>(rows, device_), RowGroup<kGroup>::kBlockThreads,
                                                  0, stream>>>(
           logits.data<T>(), logits.stride(0), targets.data<int64_t>(), targets.stride(0), ignore_index,

@@ -185,7 +185,7 @@ void CudaBackend::layer_norm(const Tensor& x_, const Tensor& weight_, const Tens
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), bias = contiguous_or_none(bias_);
   dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
-    with_row_group(rc.cols, [&]<int kGroup>() {
+    with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       layer_norm_kernel<T, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
           x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), static_cast<T>(eps), y.data<T>(),
           mean.data<T>(), rstd.data<T>(), rc.rows, rc.cols);
@@ -208,7 +208,7 @@ void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, c
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor mean = contiguous_copy(mean_), rstd = contiguous_copy(rstd_);
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
-    with_row_group(rc.cols, [&]<int kGroup>() {
+    with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       norm_backward_kernel<T, kGroup, false><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
                                                0, stream>>>(x.data<T>(), data_or_null<T>(weight), mean.data<T>(),
                                                             rstd.data<T>(), dy.data<T>(), dx.data<T>(), rc.rows,
@@ -228,7 +228,7 @@ void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, 
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_);
   dispatch_floating(x.dtype(), "rms_norm", [&]<class T>() {
-    with_row_group(rc.cols, [&]<int kGroup>() {
+    with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       rms_norm_kernel<T, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
           x.data<T>(), data_or_null<T>(weight), static_cast<T>(eps), y.data<T>(), rstd.data<T>(), rc.rows, rc.cols);
     });
@@ -248,7 +248,7 @@ void CudaBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight_, con
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor rstd = contiguous_copy(rstd_);
   dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
-    with_row_group(rc.cols, [&]<int kGroup>() {
+    with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       norm_backward_kernel<T, kGroup, true><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
                                               0, stream>>>(x.data<T>(), data_or_null<T>(weight), nullptr,
                                                            rstd.data<T>(), dy.data<T>(), dx.data<T>(), rc.rows,

@@ -83,7 +83,7 @@ void CudaBackend::softmax(const Tensor& x_, int64_t dim, bool log, const Tensor&
   const DimSplit s = split_at(x.shape(), dim);
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
     if (s.inner == 1) {
-      with_row_group(s.size, [&]<int kGroup>() {
+      with_row_group(s.size, s.outer, [&]<int kGroup>() {
         softmax_rows_kernel<T, kGroup><<<row_blocks<kGroup>(s.outer, device_), RowGroup<kGroup>::kBlockThreads, 0,
                                          stream>>>(x.data<T>(), y.data<T>(), s.outer, s.size, log);
       });
@@ -104,7 +104,7 @@ void CudaBackend::softmax_backward(const Tensor& y_, const Tensor& dy_, int64_t 
   const DimSplit s = split_at(y.shape(), dim);
   dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
     if (s.inner == 1) {
-      with_row_group(s.size, [&]<int kGroup>() {
+      with_row_group(s.size, s.outer, [&]<int kGroup>() {
         softmax_backward_rows_kernel<T, kGroup><<<row_blocks<kGroup>(s.outer, device_),
                                                   RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
             y.data<T>(), dy.data<T>(), dx.data<T>(), s.outer, s.size, log);
