@@ -1,4 +1,4 @@
-// `linea paper` end to end, as a user runs it: both experiments at --scale tiny write their
+// `linea paper` end to end, as a user runs it: experiments at --scale tiny write their
 // Markdown, JSON and figures; an unknown experiment and a bad --scale are usage errors (exit 2).
 #include <filesystem>
 #include <string>
@@ -41,6 +41,23 @@ TEST(PaperCommand, GatesRunsAtTinyScale) {
   const json::Value report = json::parse(train::read_file(dir / "gates.json", "test"));
   EXPECT_LT(report["figure3"]["max_abs_error"].get<double>(), 1e-12);
   EXPECT_EQ(report["figure4"]["runs"].size(), 4u);
+}
+
+TEST(PaperCommand, DecodeTimesEveryMixerAtEveryLength) {
+  const TempDir dir;
+  const Outcome o = run_linea("paper decode --scale tiny --out " + dir.path());
+  ASSERT_EQ(o.status, 0) << o.output;
+  expect_files(dir.path(), {"decode.md", "decode.json", "decode_figure5_time.png", "decode_figure5_memory.png"});
+  const json::Value report = json::parse(train::read_file(dir / "decode.json", "test"));
+  for (const char* letter : {"R", "F", "S"}) {
+    const json::Value& points = report["decode"]["letters"][letter]["points"];
+    ASSERT_EQ(points.size(), 4u) << letter;  // N = 16, 32, 64, 128
+    for (size_t i = 0; i < points.size(); ++i) {
+      EXPECT_EQ(points[i]["n"].get<int64_t>(), int64_t{16} << i) << letter;
+      EXPECT_GT(points[i]["ms"].get<double>(), 0.0) << letter;
+    }
+  }
+  EXPECT_NE(train::read_file(dir / "decode.md", "test").find("| 128 |"), std::string::npos);
 }
 
 TEST(PaperCommand, AnUnknownExperimentListsTheKnownOnes) {

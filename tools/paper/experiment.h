@@ -5,7 +5,7 @@
 // paper's numbers beside linea's), DIR/<name>.json, and the PNG figures it adds. docs/paper.md
 // has the experiments and their results.
 //
-// Adding an experiment (decode, ... of issue 13): write
+// Adding an experiment: write
 // tools/paper/<name>.cpp defining `Experiment <name>_experiment()`, declare it below, add one line
 // to paper_experiments().
 #include <cstdint>
@@ -57,5 +57,6 @@ Experiment table4_experiment();   // table4.cpp: Table 4, from scratch and w/ Pr
 Experiment table6_experiment();   // table6.cpp: Table 6, feature dims and feature maps
 Experiment table2_experiment();   // table2.cpp: Table 2, GLA with and without the output norm
 Experiment causality_experiment();  // causality.cpp: eq. 12's global key max against the prefix max
+Experiment decode_experiment();     // decode.cpp: Figure 5, generation time and memory against length
 
 }  // namespace linea::cli::paper

@@ -12,6 +12,7 @@ const std::vector<Experiment>& paper_experiments() {
       table6_experiment(),
       table2_experiment(),
       causality_experiment(),
+      decode_experiment(),
   };
   return experiments;
 }
