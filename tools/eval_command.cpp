@@ -1,10 +1,14 @@
 // `linea eval`: a checkpoint's loss and perplexity on a split. The last line is
-// `loss=<x> ppl=<y>`, which scripts rely on.
+// `loss=<x> ppl=<y>`, which scripts rely on. With --choices FILE.jsonl it scores multiple-choice
+// items instead (train/choices.h); the last line is then `items=<n> acc=<x> acc_norm=<y>`.
 #include <cstdio>
 
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "nn/json.h"
+#include "train/choices.h"
 #include "train/corpus.h"
+#include "train/file_io.h"
 #include "train/evaluate.h"
 #include "train/saved_model.h"
 #include "train/train_options.h"
@@ -13,9 +17,30 @@ namespace linea::cli {
 
 namespace {
 
+// --choices: every item scored, the accuracies printed, the per-item scores to `out` if given.
+int run_choices(const train::SavedModel& saved, const std::string& path, int64_t shots, uint64_t seed, Device device,
+                const std::string& out) {
+  const std::vector<train::ChoiceItem> items = train::read_choice_items(path);
+  const train::ChoiceResult r = train::score_choices(*saved.model, *saved.tokenizer, items, shots, seed, device, path);
+  if (!out.empty()) {
+    std::string lines;
+    for (size_t i = 0; i < items.size(); ++i)
+      lines += json::dump(json::Value{{"item", i + 1}, {"label", items[i].label}, {"log_likelihoods", r.items[i].log_likelihoods},
+                                      {"predicted", r.items[i].predicted}, {"predicted_norm", r.items[i].predicted_norm}}) +
+               "\n";
+    train::write_file_atomically(out, lines);
+  }
+  std::printf("checkpoint %s, step %lld, %s: %zu items, %lld-shot\n", saved.dir.c_str(),
+              static_cast<long long>(saved.checkpoint.trainer.step), path.c_str(), items.size(),
+              static_cast<long long>(shots));
+  std::printf("items=%zu acc=%.4f acc_norm=%.4f\n", items.size(), r.acc, r.acc_norm);
+  return 0;
+}
+
 int run(const std::string& program, std::span<const std::string> args) {
-  std::string checkpoint, data, split = "test", device = "cpu", tokenizer_file, cache_dir;
-  int64_t batch = 16, seq = 0;
+  std::string checkpoint, data, split = "test", device = "cpu", tokenizer_file, cache_dir, choices, out;
+  int64_t batch = 16, seq = 0, shots = 0;
+  uint64_t seed = 0;
   bool use_default_data = false;
   Flags flags(program, "Evaluates a checkpoint: mean next-token loss and perplexity over a whole split.");
   flags.add("checkpoint", &checkpoint, "run directory (its latest checkpoint) or one checkpoint directory");
@@ -27,12 +52,22 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("device", &device, "cpu, cuda or cuda:N");
   flags.add("tokenizer-file", &tokenizer_file, "must be the checkpoint's own tokenizer (checked)");
   flags.add("cache-dir", &cache_dir, "cache of encoded corpora; empty: default; 'none': no cache");
+  flags.add("choices", &choices,
+            "JSON-lines multiple-choice items ({\"context\", \"endings\", \"label\"} per line) to score instead "
+            "of a split: accuracy by each ending's summed log-likelihood and per byte (docs/paper.md)");
+  flags.add("shots", &shots, "with --choices: solved items put before each context (k-shot; 0: zero-shot)");
+  flags.add("seed", &seed, "with --choices: which items the shots are");
+  flags.add("out", &out, "with --choices: write each item's scores here (JSON lines)");
   if (!flags.parse(args)) return 0;
   if (checkpoint.empty()) flags.fail("--checkpoint is required");
   if (batch <= 0) flags.fail("--batch must be positive");
+  if (shots < 0) flags.fail("--shots must be >= 0");
+  if (choices.empty() && (flags.was_set("shots") || flags.was_set("out") || flags.was_set("seed")))
+    flags.fail("--shots, --seed and --out go with --choices");
 
   const Device dev = Device::parse(device);
   const train::SavedModel saved = train::load_saved_model(checkpoint, dev);
+  if (!choices.empty()) return run_choices(saved, choices, shots, seed, dev, out);
   train::TrainOptions run_options;
   if (const json::Value* options = json::find(saved.checkpoint.trainer.extra, "options")) run_options.update_from_json(*options);
   if (!tokenizer_file.empty()) {
