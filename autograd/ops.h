@@ -237,8 +237,9 @@ Tensor refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Te
 
 // ---- decoding (inference only: no backward) ----
 // One decoding token of a gated linear attention layer in one kernel (tensor/backend_kernels.def:
-// linear_attention_step has the math): the feature maps, the decays (given, and ReGLA's refined
-// gate from its pre-activations), the state update, the read-out and the output RMSNorm, which
+// linear_attention_step has the math): the feature maps, the decays (given, or computed from the
+// gate projections' pre-activations: ReGLA's refined gate, GLA's and Fast Decay's log-sigmoid
+// gates), the state update, the read-out and the output RMSNorm, which
 // the layer's composite step takes a dozen kernels for. in's tensors are (B, H, width) views of
 // one dtype (float32 or float64) and device, any strides (rows made contiguous where they are
 // not); gk, gv may have width 1. It has no backward: inputs that require grad while grad mode is

@@ -47,8 +47,12 @@ void CpuBackend::linear_attention_step(const LinearStepInputs& in, const LinearS
   dispatch_floating(in.q.dtype(), "linear_attention_step", [&]<class T>() {
     const int64_t B = in.q.size(0), H = in.q.size(1), dk = in.q.size(2), dv = in.v.size(2);
     const HeadRows<T> q(in.q), k(in.k), v(in.v), gk(in.gk), gv(in.gv), ga(in.gate_a), gc(in.gate_c);
-    const T* bias_a = in.gate_bias_a.defined() ? in.gate_bias_a.data<T>() : nullptr;
-    const T* bias_c = in.gate_bias_c.defined() ? in.gate_bias_c.data<T>() : nullptr;
+    const HeadRows<T> key_gate(in.key_gate), value_gate(in.value_gate);
+    const T* bias_a = data_or_null<T>(in.gate_bias_a);
+    const T* bias_c = data_or_null<T>(in.gate_bias_c);
+    const T* key_gate_bias = data_or_null<T>(in.key_gate_bias);
+    const T* value_gate_bias = data_or_null<T>(in.value_gate_bias);
+    const T normalizer = static_cast<T>(options.gate_normalizer);
     const T* key_max = in.key_max.defined() ? in.key_max.data<T>() : nullptr;
     const T* state = in.state.data<T>();
     const T* weight = in.norm_weight.defined() ? in.norm_weight.data<T>() : nullptr;
@@ -91,16 +95,24 @@ void CpuBackend::linear_attention_step(const LinearStepInputs& in, const LinearS
           const T r = scalar::refined_log_gate(a, cc).value;
           return r < floor ? floor : r;  // max(r, floor), NaN staying NaN as in refined_log_gate
         };
+        // max(log sigmoid(x + bias) / normalizer, floor), NaN staying NaN.
+        auto log_sigmoid_gate = [&](const HeadRows<T>& gate, const T* bias, int64_t c) {
+          const T x = gate.row(b, h)[c] + (bias ? bias[h * gate.width + c] : T(0));
+          const T r = scalar::log_sigmoid(x) / normalizer;
+          return r < floor ? floor : r;
+        };
         const bool refined_keys = ga.present() && options.refined_gate_on_keys;
         const bool refined_values = ga.present() && !options.refined_gate_on_keys;
         for (int64_t c = 0; c < dk; ++c) {
           T log_a = lambda + (gk.present() ? gk.at(b, h, c) : T(0));
           if (refined_keys) log_a += refined(c);
+          if (key_gate.present()) log_a += log_sigmoid_gate(key_gate, key_gate_bias, c);
           decay_k[c] = std::exp(log_a);
         }
         for (int64_t j = 0; j < dv; ++j) {
           T log_b = gv.present() ? gv.at(b, h, j) : T(0);
           if (refined_values) log_b += refined(j);
+          if (value_gate.present()) log_b += log_sigmoid_gate(value_gate, value_gate_bias, j);
           decay_v[j] = std::exp(log_b);
         }
         // The state update and the read-out, row by row.

@@ -76,20 +76,23 @@ struct LinearStepInputs {
   Tensor gk, gv;              // log decays (B, H, dk | 1), (B, H, dv | 1), <= 0
   Tensor gate_a, gate_c;      // ReGLA's refined gate pre-activations (B, H, w), w = dv or dk
   Tensor gate_bias_a, gate_bias_c;  // their biases, (H w) contiguous
+  Tensor key_gate, value_gate;      // log-sigmoid gates' pre-activations (B, H, dk), (B, H, dv)
+  Tensor key_gate_bias, value_gate_bias;  // their biases, (H dk), (H dv) contiguous
   Tensor key_max;             // (B, H, 1, 1) contiguous: the running key max before this token
   Tensor state;               // (B, H, dv, dk) contiguous: S before this token
   Tensor norm_weight;         // (dv) contiguous: the output RMSNorm's gain shared by the heads
 };
 
 // The choices of linear_attention_step: the feature map of q and k (identity, or ReGLA's
-// normalized exp with the running key max), the refined gate's dim, the query scale, the gate's
-// floor, and whether the output goes through an RMSNorm (eps).
+// normalized exp with the running key max), the refined gate's dim, the query scale, the gates'
+// floor, the log-sigmoid gates' normalizer, and whether the output goes through an RMSNorm (eps).
 enum class StepFeatureMap { Identity, NormalizedExp };
 struct LinearStepOptions {
   StepFeatureMap map = StepFeatureMap::Identity;
   bool refined_gate_on_keys = false;  // the refined gate decays the key dim (else the value dim)
   double scale = 1.0;
   double gate_floor = -20.0;
+  double gate_normalizer = 1.0;  // tau of the log-sigmoid gates: log sigmoid(.) / tau (GLA: 16)
   bool output_norm = false;
   double norm_eps = 1e-6;
 };

@@ -43,7 +43,8 @@ Tensor exact(const Tensor& t, const Tensor& q, const char* name, const Shape& sh
 void check_inference_only(const LinearStepInputs& in) {
   if (!is_grad_enabled()) return;
   for (const Tensor* t : {&in.q, &in.k, &in.v, &in.gk, &in.gv, &in.gate_a, &in.gate_c, &in.gate_bias_a,
-                          &in.gate_bias_c, &in.key_max, &in.state, &in.norm_weight})
+                          &in.gate_bias_c, &in.key_gate, &in.value_gate, &in.key_gate_bias, &in.value_gate_bias,
+                          &in.key_max, &in.state, &in.norm_weight})
     LINEA_CHECK(!t->defined() || !t->requires_grad(), kOp,
                 "has no backward (a decoding step): run it under NoGradGuard, or with inputs that do not require grad");
 }
@@ -65,6 +66,10 @@ LinearStepResult linear_attention_step(const LinearStepInputs& given, const Line
   LINEA_CHECK(!std::isnan(options.gate_floor) && options.gate_floor < INFINITY, kOp,
               "gate_floor must be a number below +inf (-inf: none), got ", options.gate_floor);
   LINEA_CHECK(options.norm_eps >= 0, kOp, "norm_eps must be >= 0, got ", options.norm_eps);
+  LINEA_CHECK(options.gate_normalizer > 0, kOp, "gate_normalizer must be positive, got ", options.gate_normalizer);
+  LINEA_CHECK(given.key_gate.defined() || !given.key_gate_bias.defined(), kOp, "key_gate_bias given without key_gate");
+  LINEA_CHECK(given.value_gate.defined() || !given.value_gate_bias.defined(), kOp,
+              "value_gate_bias given without value_gate");
   const bool normalized_exp = options.map == StepFeatureMap::NormalizedExp;
   LINEA_CHECK(normalized_exp || !given.key_max.defined(), kOp, "a running key max only goes with the normalized exp map");
   LINEA_CHECK(options.output_norm || !given.norm_weight.defined(), kOp, "a norm weight without output_norm");
@@ -80,6 +85,10 @@ LinearStepResult linear_attention_step(const LinearStepInputs& given, const Line
   in.gate_c = head_rows(given.gate_c, given.q, "gate_c", {gate_width});
   in.gate_bias_a = exact(given.gate_bias_a, given.q, "gate_bias_a", {H * gate_width});
   in.gate_bias_c = exact(given.gate_bias_c, given.q, "gate_bias_c", {H * gate_width});
+  in.key_gate = head_rows(given.key_gate, given.q, "key_gate", {dk});
+  in.value_gate = head_rows(given.value_gate, given.q, "value_gate", {dv});
+  in.key_gate_bias = exact(given.key_gate_bias, given.q, "key_gate_bias", {H * dk});
+  in.value_gate_bias = exact(given.value_gate_bias, given.q, "value_gate_bias", {H * dv});
   in.key_max = exact(given.key_max, given.q, "key_max", {B, H, 1, 1});
   in.state = exact(given.state, given.q, "state", {B, H, dv, dk});
   in.norm_weight = exact(given.norm_weight, given.q, "norm_weight", {dv});

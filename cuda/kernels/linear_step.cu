@@ -2,7 +2,7 @@
 // linear_attention_step; cpu/linear_step.cpp is the oracle). Decoding one token of a small model
 // is bound by the number of kernels, not by their work: the composite step of a ReGLA layer takes
 // about a dozen (the query's and the key's maps, the running max, the refined gate, the scan, the
-// norm, and the copies between them); this is one.
+// norm, and the copies between them); this is one, for GLA's and Fast Decay's log-sigmoid gates too.
 //
 // One block per (batch, head), 16 warps. In shared memory: phi(q), phi(k), exp of the key-side
 // and value-side log decays, v, and the read-out o. The block
@@ -47,12 +47,12 @@ HeadRows<T> head_rows(const Tensor& t) {
 
 template <class T>
 struct StepArgs {
-  HeadRows<T> q, k, v, gk, gv, gate_a, gate_c;
-  const T *bias_a, *bias_c, *key_max, *state, *norm_weight;
+  HeadRows<T> q, k, v, gk, gv, gate_a, gate_c, key_gate, value_gate;
+  const T *bias_a, *bias_c, *key_gate_bias, *value_gate_bias, *key_max, *state, *norm_weight;
   T *out, *new_state, *new_key_max;
   int64_t heads, dk, dv;
   bool normalized_exp, refined_on_keys, output_norm;
-  T scale, floor, norm_eps;
+  T scale, floor, normalizer, norm_eps;
 };
 
 // The block's max (NaN if any operand is) or sum of one value per thread, in warp order; every
@@ -75,6 +75,15 @@ __device__ T refined_decay(const StepArgs<T>& a, int64_t b, int64_t h, int64_t c
   const T y = a.gate_c.row(b, h)[c] + (a.bias_c ? a.bias_c[at] : T(0));
   const T r = scalar::refined_log_gate(x, y).value;
   return r < a.floor ? a.floor : r;  // NaN stays NaN, as in refined_log_gate
+}
+
+// max(log sigmoid(x + bias) / normalizer, floor) for channel c of a (B, H, width) gate.
+template <class T>
+__device__ T log_sigmoid_decay(const StepArgs<T>& a, const HeadRows<T>& gate, const T* bias, int64_t b, int64_t h,
+                               int64_t c) {
+  const T x = gate.row(b, h)[c] + (bias ? bias[h * gate.width + c] : T(0));
+  const T r = scalar::log_sigmoid(x) / a.normalizer;
+  return r < a.floor ? a.floor : r;  // NaN stays NaN
 }
 
 template <class T>
@@ -116,12 +125,14 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
     phi_k[c] = a.normalized_exp ? exp(kr[c] - k_shift) : kr[c];
     T log_a = lambda + (a.gk.present() ? a.gk.at(b, h, c) : T(0));
     if (refined && a.refined_on_keys) log_a += refined_decay(a, b, h, c, a.dk);
+    if (a.key_gate.present()) log_a += log_sigmoid_decay(a, a.key_gate, a.key_gate_bias, b, h, c);
     decay_k[c] = exp(log_a);
   }
   const T* vr = a.v.row(b, h);
   for (int64_t j = threadIdx.x; j < a.dv; j += kStepThreads) {
     T log_b = a.gv.present() ? a.gv.at(b, h, j) : T(0);
     if (refined && !a.refined_on_keys) log_b += refined_decay(a, b, h, j, a.dv);
+    if (a.value_gate.present()) log_b += log_sigmoid_decay(a, a.value_gate, a.value_gate_bias, b, h, j);
     decay_v[j] = exp(log_b);
     v[j] = vr[j];
   }
@@ -173,7 +184,8 @@ void CudaBackend::linear_attention_step(const LinearStepInputs& in, const Linear
   const char* op = "linear_attention_step";
   check_on_device(device_, op,
                   {&in.q, &in.k, &in.v, &in.gk, &in.gv, &in.gate_a, &in.gate_c, &in.gate_bias_a, &in.gate_bias_c,
-                   &in.key_max, &in.state, &in.norm_weight, &out, &new_state, &new_key_max});
+                   &in.key_gate, &in.value_gate, &in.key_gate_bias, &in.value_gate_bias, &in.key_max, &in.state,
+                   &in.norm_weight, &out, &new_state, &new_key_max});
   const cudaStream_t stream = use_device(device_);
   dispatch_floating(in.q.dtype(), op, [&]<class T>() {
     StepArgs<T> a{};
@@ -184,6 +196,10 @@ void CudaBackend::linear_attention_step(const LinearStepInputs& in, const Linear
     a.gv = head_rows<T>(in.gv);
     a.gate_a = head_rows<T>(in.gate_a);
     a.gate_c = head_rows<T>(in.gate_c);
+    a.key_gate = head_rows<T>(in.key_gate);
+    a.value_gate = head_rows<T>(in.value_gate);
+    a.key_gate_bias = data_or_null<T>(in.key_gate_bias);
+    a.value_gate_bias = data_or_null<T>(in.value_gate_bias);
     a.bias_a = data_or_null<T>(in.gate_bias_a);
     a.bias_c = data_or_null<T>(in.gate_bias_c);
     a.key_max = data_or_null<T>(in.key_max);
@@ -200,6 +216,7 @@ void CudaBackend::linear_attention_step(const LinearStepInputs& in, const Linear
     a.output_norm = options.output_norm;
     a.scale = static_cast<T>(options.scale);
     a.floor = static_cast<T>(options.gate_floor);
+    a.normalizer = static_cast<T>(options.gate_normalizer);
     a.norm_eps = static_cast<T>(options.norm_eps);
     const int64_t tasks = in.q.size(0) * in.q.size(1);
     LINEA_CHECK(tasks <= INT32_MAX, op, "too many (batch, head) pairs: ", tasks);

@@ -52,6 +52,8 @@ class GateProjection final : public Module {
   Tensor head_bias() const { return view(up_->bias, {heads_, 1, size_}); }
   // The one Linear of a full-rank projection (nullptr for a low-rank one: two products).
   const Linear* single_linear() const { return down_ ? nullptr : up_.get(); }
+  const Linear* down_linear() const { return down_.get(); }  // nullptr at full rank
+  const Linear* up_linear() const { return up_.get(); }
 
  private:
   // (B, T, H size) -> (B, H, T, size), a view.
@@ -98,6 +100,11 @@ class FastDecayGate final : public GateBase {
     return {.gk = floored(logsigmoid(key_->forward(x))), .gv = floored(logsigmoid(value_->forward(x))), .key_scale = {}};
   }
   bool decays_value_channels() const override { return true; }
+  std::optional<LogSigmoidGateProjections> log_sigmoid_projections() const override {
+    if (!value_->single_linear() || !key_->single_linear()) return std::nullopt;
+    return LogSigmoidGateProjections{.key_down = nullptr, .key = key_->single_linear(), .value = value_->single_linear(),
+                                     .normalizer = 1.0, .floor = floor_};
+  }
 
  private:
   std::shared_ptr<GateProjection> value_, key_;
@@ -114,6 +121,10 @@ class GLAGate final : public GateBase {
   }
   GateOutput forward(const Tensor& x) override {
     return {.gk = floored(logsigmoid(proj_->forward(x)) / normalizer_), .gv = {}, .key_scale = {}};
+  }
+  std::optional<LogSigmoidGateProjections> log_sigmoid_projections() const override {
+    return LogSigmoidGateProjections{.key_down = proj_->down_linear(), .key = proj_->up_linear(), .value = nullptr,
+                                     .normalizer = normalizer_, .floor = floor_};
   }
 
  private:

@@ -70,6 +70,18 @@ struct RefinedGateProjections {
   double floor;
 };
 
+// A gate log sigmoid(W x + b) / normalizer, floored, on the key dim and/or the value dim (GLA,
+// Fast Decay) as the fused decoding step takes it: each side's projection, or nullptr where the
+// gate does not decay that side; key_down is GLA's low-rank first factor (x -> rank, no bias),
+// whose output the key projection then reads instead of x, or nullptr.
+struct LogSigmoidGateProjections {
+  const Linear* key_down;
+  const Linear* key;
+  const Linear* value;
+  double normalizer;
+  double floor;
+};
+
 class Gate : public Module {
  public:
   // x (B, T, D) -> the gate's decays for T tokens (T = 1 when decoding).
@@ -80,6 +92,8 @@ class Gate : public Module {
   // The refined gate's projections, for a decoding step that computes the gate inside its own
   // kernel; nullopt for every other gate (their decays come from forward()).
   virtual std::optional<RefinedGateProjections> refined_projections() const { return std::nullopt; }
+  // The same for the log-sigmoid gates; nullopt for every other gate.
+  virtual std::optional<LogSigmoidGateProjections> log_sigmoid_projections() const { return std::nullopt; }
 };
 
 // A gate for `heads` heads with feature dim m (the key dim of the state) and value dim dv.

@@ -171,13 +171,23 @@ bool LinearAttention::fused_step_applies() const {
 }
 
 Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
+  // Every projection of x in one product: q, k, v, then the gate's (which the kernel finishes,
+  // biases included), where the gate lets the kernel compute it.
   std::vector<StackedProjection::Part> parts = {{q_proj_.get(), true}, {k_proj_.get(), true}, {v_proj_.get(), true}};
+  auto stack = [&](const Linear* linear) {
+    parts.push_back({linear, false});
+    return parts.size() - 1;
+  };
   std::optional<RefinedGateProjections> refined = gate_ ? gate_->refined_projections() : std::nullopt;
-  if (refined && refined->forget && refined->refine) {
-    parts.push_back({refined->forget, false});  // their biases are added inside the kernel
-    parts.push_back({refined->refine, false});
-  } else {
-    refined.reset();
+  if (refined && !(refined->forget && refined->refine)) refined.reset();
+  const std::optional<LogSigmoidGateProjections> sigmoid = gate_ ? gate_->log_sigmoid_projections() : std::nullopt;
+  size_t forget_at = 0, refine_at = 0, key_gate_at = 0, value_gate_at = 0;
+  if (refined) {
+    forget_at = stack(refined->forget);
+    refine_at = stack(refined->refine);
+  } else if (sigmoid) {
+    if (sigmoid->key) key_gate_at = stack(sigmoid->key_down ? sigmoid->key_down : sigmoid->key);
+    if (sigmoid->value) value_gate_at = stack(sigmoid->value);
   }
   const std::vector<Tensor> y = step_projections_.forward(parts, x);  // (B, width) each
   const int64_t B = x.size(0), H = config_.heads;
@@ -186,10 +196,21 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
 
   LinearStepInputs in{.q = per_head(y[0]), .k = per_head(y[1]), .v = per_head(y[2])};
   if (refined) {
-    in.gate_a = per_head(y[3]);
-    in.gate_c = per_head(y[4]);
+    in.gate_a = per_head(y[forget_at]);
+    in.gate_c = per_head(y[refine_at]);
     in.gate_bias_a = refined->forget->bias;
     in.gate_bias_c = refined->refine->bias;
+  } else if (sigmoid) {
+    if (sigmoid->key) {
+      // GLA's low-rank gate: the stacked product was its first factor; the second reads it.
+      const Tensor pre = sigmoid->key_down ? sigmoid->key->forward_without_bias(y[key_gate_at]) : y[key_gate_at];
+      in.key_gate = per_head(pre);
+      in.key_gate_bias = sigmoid->key->bias;
+    }
+    if (sigmoid->value) {
+      in.value_gate = per_head(y[value_gate_at]);
+      in.value_gate_bias = sigmoid->value->bias;
+    }
   } else if (gate_) {
     const GateOutput g = gate_->forward(unsqueeze(x, 1));
     in.gk = token(g.gk);
@@ -202,7 +223,8 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
       .map = config_.feature_map.kind == FeatureMapKind::Identity ? StepFeatureMap::Identity : StepFeatureMap::NormalizedExp,
       .refined_gate_on_keys = refined && refined->dim == DecayDim::Key,
       .scale = scale_,
-      .gate_floor = refined ? refined->floor : config_.gate.log_decay_floor,
+      .gate_floor = refined ? refined->floor : (sigmoid ? sigmoid->floor : config_.gate.log_decay_floor),
+      .gate_normalizer = sigmoid ? sigmoid->normalizer : 1.0,
       .output_norm = norm_ != nullptr,
       .norm_eps = config_.output_norm_eps};
   const LinearStepResult r = linear_attention_step(in, options);

@@ -21,6 +21,8 @@ struct Sizes {
 struct Case {
   StepFeatureMap map;
   bool refined, on_keys, gk, gk_scalar, gv, norm, key_max;
+  bool key_gate = false, value_gate = false;  // log-sigmoid gates from pre-activations
+  double normalizer = 1.0;
 };
 
 // Random inputs of a case, float64 on the CPU.
@@ -37,6 +39,14 @@ LinearStepInputs inputs_for(const Sizes& s, const Case& c, Generator& gen) {
     in.gate_c = randn({s.B, s.H, w}, kFloat64, &gen);
     in.gate_bias_a = randn({s.H * w}, kFloat64, &gen);
     in.gate_bias_c = randn({s.H * w}, kFloat64, &gen);
+  }
+  if (c.key_gate) {
+    in.key_gate = randn({s.B, s.H, s.dk}, kFloat64, &gen) * 4.0;
+    in.key_gate_bias = randn({s.H * s.dk}, kFloat64, &gen);
+  }
+  if (c.value_gate) {
+    in.value_gate = randn({s.B, s.H, s.dv}, kFloat64, &gen) * 4.0;
+    in.value_gate_bias = randn({s.H * s.dv}, kFloat64, &gen);
   }
   if (c.key_max) in.key_max = randn({s.B, s.H, 1, 1}, kFloat64, &gen);
   in.state = randn({s.B, s.H, s.dv, s.dk}, kFloat64, &gen);
@@ -57,7 +67,8 @@ Tensor gapped_copy(const Tensor& t, DType dtype, Device device) {
 LinearStepInputs moved(const LinearStepInputs& in, DType dtype, Device device) {
   auto m = [&](const Tensor& t) { return t.defined() ? to(to(t, dtype), device) : t; };
   return {gapped_copy(in.q, dtype, device), m(in.k), m(in.v), m(in.gk), m(in.gv), m(in.gate_a), m(in.gate_c),
-          m(in.gate_bias_a), m(in.gate_bias_c), m(in.key_max), m(in.state), m(in.norm_weight)};
+          m(in.gate_bias_a), m(in.gate_bias_c), m(in.key_gate), m(in.value_gate), m(in.key_gate_bias),
+          m(in.value_gate_bias), m(in.key_max), m(in.state), m(in.norm_weight)};
 }
 
 ::testing::AssertionResult results_match(const LinearStepResult& gpu, const LinearStepResult& cpu) {
@@ -75,8 +86,10 @@ TEST(LinearStepCuda, OpMatchesTheCpuAtAwkwardSizesWithEveryOption) {
       {StepFeatureMap::NormalizedExp, true, false, false, false, false, true, true},  // ReGLA
       {StepFeatureMap::NormalizedExp, true, false, false, false, false, true, false},  // its first token
       {StepFeatureMap::NormalizedExp, true, true, true, true, false, false, true},     // key-dim gate, scalar gk
-      {StepFeatureMap::Identity, false, false, true, false, false, true, false},       // GLA
-      {StepFeatureMap::Identity, false, false, true, false, true, true, false},        // Fast Decay
+      {StepFeatureMap::Identity, false, false, true, false, false, true, false},       // given decays
+      {StepFeatureMap::Identity, false, false, true, false, true, true, false},        // given, both sides
+      {StepFeatureMap::Identity, false, false, false, false, false, true, false, true, false, 16.0},  // GLA
+      {StepFeatureMap::Identity, false, false, false, false, false, true, false, true, true},         // Fast Decay
       {StepFeatureMap::Identity, false, false, false, false, false, false, false},     // no gate, no norm
   };
   Generator gen(71);
@@ -85,7 +98,8 @@ TEST(LinearStepCuda, OpMatchesTheCpuAtAwkwardSizesWithEveryOption) {
       for (DType dtype : {kFloat64, kFloat32}) {
         const LinearStepInputs in = inputs_for(s, c, gen);
         const LinearStepOptions options{.map = c.map, .refined_gate_on_keys = c.on_keys, .scale = 0.3,
-                                        .gate_floor = -4.0, .output_norm = c.norm, .norm_eps = 1e-6};
+                                        .gate_floor = -4.0, .gate_normalizer = c.normalizer, .output_norm = c.norm,
+                                        .norm_eps = 1e-6};
         NoGradGuard no_grad;
         const LinearStepResult cpu = linear_attention_step(moved(in, dtype, kCPU), options);
         const LinearStepResult on_device = linear_attention_step(moved(in, dtype, gpu()), options);

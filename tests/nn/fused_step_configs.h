@@ -39,6 +39,12 @@ inline std::vector<NamedStepConfig> fused_step_configs(int64_t d_model, int64_t 
   open.gate.bias_init = 30;  // f within rounding of 1
   configs.push_back({"regla_gate_near_one", open});
   configs.push_back({"gla", preset(LinearAttentionPreset::Gla)});
+  LinearAttentionConfig full_rank = preset(LinearAttentionPreset::Gla);
+  full_rank.gate.gla_low_rank = 0;
+  configs.push_back({"gla_full_rank", full_rank});
+  LinearAttentionConfig fast_closed = preset(LinearAttentionPreset::FastDecay);
+  fast_closed.gate.bias_init = -30;  // both factors at the floor
+  configs.push_back({"fast_decay_at_floor", fast_closed});
   configs.push_back({"fast_decay", preset(LinearAttentionPreset::FastDecay)});
   LinearAttentionConfig biased = preset(LinearAttentionPreset::Gla);
   biased.projection_bias = true;
