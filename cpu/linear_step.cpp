@@ -2,6 +2,7 @@
 // linear_attention_step): the plain CPU kernel and the oracle of the CUDA one. One task per
 // (batch, head), in parallel; within a task the steps run in the order the contract writes them,
 // in the element type.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
