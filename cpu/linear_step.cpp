@@ -33,14 +33,6 @@ struct HeadRows {
   T at(int64_t b, int64_t h, int64_t c) const { return row(b, h)[width == 1 ? 0 : c]; }
 };
 
-template <class T>
-T max_of(const T* x, int64_t n) {
-  T best = x[0];
-  for (int64_t c = 1; c < n; ++c)
-    if (scalar::takes_over(x[c], best)) best = x[c];
-  return best;
-}
-
 }  // namespace
 
 void CpuBackend::linear_attention_step(const LinearStepInputs& in, const LinearStepOptions& options,
@@ -73,7 +65,7 @@ void CpuBackend::linear_attention_step(const LinearStepInputs& in, const LinearS
         // The feature maps, and the running max's decay lambda.
         T lambda = 0;
         if (normalized_exp) {
-          const T mq = max_of(qr, dk), row_max = max_of(kr, dk);
+          const T mq = scalar::max_of(qr, dk), row_max = scalar::max_of(kr, dk);
           T m = row_max;
           if (key_max && !scalar::takes_over(row_max, key_max[task])) m = key_max[task];
           if (key_max) lambda = key_max[task] - m;

@@ -17,15 +17,6 @@ namespace linea::cpu {
 
 namespace {
 
-// The largest of row[0..d), d >= 1 (NaN if there is one).
-template <class T>
-T row_max(const T* row, int64_t d) {
-  T best = row[0];
-  for (int64_t c = 1; c < d; ++c)
-    if (scalar::takes_over(row[c], best)) best = row[c];
-  return best;
-}
-
 // The first c with row[c] == value: where a max came from. d when none does.
 template <class T>
 int64_t first_holding(const T* row, int64_t d, T value) {
@@ -73,7 +64,7 @@ void CpuBackend::normalized_exp(const Tensor& x, NormalizedExpMode mode, double 
       parallel_for(n.sequences * n.length, n.row_grain(), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           const int64_t seq = r / n.length, t = r % n.length;
-          pm[r] = row_max(px + xr.at(seq, t), n.features);
+          pm[r] = scalar::max_of(px + xr.at(seq, t), n.features);
           exp_row(px + xr.at(seq, t), py + yr.at(seq, t), n.features, pm[r], s);
         }
       });
@@ -85,7 +76,7 @@ void CpuBackend::normalized_exp(const Tensor& x, NormalizedExpMode mode, double 
         T* ms = pm + seq * n.length;
         T running = prev ? prev[seq] : -std::numeric_limits<T>::infinity();
         for (int64_t t = 0; t < n.length; ++t) {
-          const T mu = row_max(px + xr.at(seq, t), n.features);
+          const T mu = scalar::max_of(px + xr.at(seq, t), n.features);
           if (scalar::takes_over(mu, running)) running = mu;
           ms[t] = running;
           exp_row(px + xr.at(seq, t), py + yr.at(seq, t), n.features, running, s);

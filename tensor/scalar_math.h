@@ -1,6 +1,7 @@
 #pragma once
 // The scalar formula of every elementwise op, written once for the CPU and CUDA kernels.
 #include <cmath>
+#include <cstdint>
 
 #include "tensor/host_device.h"
 
@@ -68,6 +69,14 @@ template <class T> LINEA_HD T min_nan(T a, T b) { return (a != a || a < b) ? a :
 // max_nan).
 template <class T> LINEA_HD bool takes_over(T later, T earlier) {
   return later > earlier || (later != later && earlier == earlier);
+}
+
+// The largest of x[0..n), n >= 1, by takes_over (NaN if there is one).
+template <class T> LINEA_HD T max_of(const T* x, int64_t n) {
+  T best = x[0];
+  for (int64_t c = 1; c < n; ++c)
+    if (takes_over(x[c], best)) best = x[c];
+  return best;
 }
 
 // a and b are the same value, NaN included: how a max's position is found again from its value.
