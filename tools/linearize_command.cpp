@@ -105,16 +105,9 @@ int run(const std::string& program, std::span<const std::string> args) {
     options.train.layer_options = merged_layer_options(trained_layer_options, given.layer_options, flags);
   }
 
-  train::LinearizeResult r;
   int signal = 0;
-  {
-    StopSignals stop_signals;
-    r = train::linearize(options, given.resume, stdout, [&] {
-      stop_signals.arm();
-      return stop_signals.requested();
-    });
-    signal = stop_signals.received();
-  }
+  const train::LinearizeResult r = run_stoppable(
+      [&](const auto& should_stop) { return train::linearize(options, given.resume, stdout, should_stop); }, signal);
   if (r.stopped) {
     std::fflush(stdout);
     std::fprintf(stderr, "\nlinea linearize: stopped by %s during %s; resume with:\n  %s linearize --resume --out %s\n",

@@ -36,6 +36,21 @@ class StopSignals {
   int received() const;
 };
 
+// Runs work(should_stop) while a StopSignals lives (its handlers only for the work's duration, the
+// ones found put back after): should_stop() arms it at its first call, so the work decides from
+// when a signal is a stop request, and says whether one came. `signal` gets the signal received
+// (0: none); returns what the work returned.
+template <class Work>
+auto run_stoppable(Work&& work, int& signal) {
+  StopSignals stop_signals;
+  auto result = work([&stop_signals] {
+    stop_signals.arm();
+    return stop_signals.requested();
+  });
+  signal = stop_signals.received();
+  return result;
+}
+
 // The shell's convention for a program ended by a signal: 128 + its number (130 for SIGINT, 143
 // for SIGTERM).
 inline int exit_status_for_signal(int signal) { return 128 + signal; }

@@ -131,18 +131,11 @@ int run(const std::string& program, std::span<const std::string> raw_args) {
     return 0;
   }
   if (options.resume) options = resumed_options(options, flags);
-  train::TrainResult r;
+  // Armed at the training loop's first poll, which comes when the corpus and model are ready: a
+  // signal before quits as it always did.
   int signal = 0;
-  {
-    // Only while training: the handlers found are put back after. Armed at the first poll, which
-    // comes when the corpus and model are ready: a signal before quits as it always did.
-    StopSignals stop_signals;
-    r = train::train_model(options, stdout, [&] {
-      stop_signals.arm();
-      return stop_signals.requested();
-    });
-    signal = stop_signals.received();
-  }
+  const train::TrainResult r = run_stoppable(
+      [&](const auto& should_stop) { return train::train_model(options, stdout, should_stop); }, signal);
   if (r.stopped) {
     std::fflush(stdout);
     std::fprintf(stderr, "\nlinea train: stopped by %s after step %lld of %lld; checkpoint %s\nresume with:\n  %s\n",

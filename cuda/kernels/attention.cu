@@ -283,13 +283,10 @@ __global__ void __launch_bounds__(kThreads)
   using L = Layout<D, BK, BQ, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* sK = reinterpret_cast<T*>(smem);
-  T* sV = sK + BK * LD;
-  T* sQ = sV + BK * LD;
-  T* sdO = sQ + BQ * LD;
-  T* sT = sdO + BQ * LD;   // BK x LS: p^T, then ds^T, of the current query tile
-  T* sLse = sT + BK * LS;  // BQ
-  T* sDelta = sLse + BQ;   // BQ
+  // sT: BK x LS, p^T and then ds^T of the current query tile; then lse and delta of its BQ rows.
+  const auto [sK, sV, sQ, sdO, sT] = backward_tiles<T>(smem, BK, BQ, LD);
+  T* sLse = sT + BK * LS;
+  T* sDelta = sLse + BQ;
 
   const KeyTile kt = key_tile<BK>(s);
   const int64_t b = kt.b, kvh = kt.kvh, k0 = kt.k0;
@@ -357,11 +354,7 @@ __global__ void __launch_bounds__(kThreads)
   using L = Layout<D, BQ, BK, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* sQ = reinterpret_cast<T*>(smem);
-  T* sdO = sQ + BQ * LD;
-  T* sK = sdO + BQ * LD;
-  T* sV = sK + BK * LD;
-  T* sS = sV + BK * LD;  // BQ x LS: ds of the current key tile
+  const auto [sQ, sdO, sK, sV, sS] = backward_tiles<T>(smem, BQ, BK, LD);  // sS: BQ x LS, ds of the key tile
 
   const QueryTile t = query_tile<BQ>(s);
   const int64_t kvh = t.h / (s.heads / s.kv_heads);

@@ -251,11 +251,7 @@ __global__ void __launch_bounds__(kThreads)
     dkdv_kernel(BackwardTensors<float> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   extern __shared__ __align__(16) float smem[];
-  float* sK = smem;
-  float* sV = sK + kRows * P;
-  float* sQ = sV + kRows * P;
-  float* sdO = sQ + kCols * P;
-  float* sLse = sdO + kCols * P;  // log2 units
+  const auto [sK, sV, sQ, sdO, sLse] = backward_tiles<float>(smem, kRows, kCols, P);  // lse in log2 units
   float* sDelta = sLse + kCols;
 
   const KeyTile kt = key_tile<kRows>(s);
@@ -314,10 +310,7 @@ __global__ void __launch_bounds__(kThreads)
     dq_kernel(BackwardTensors<float> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   extern __shared__ __align__(16) float smem[];
-  float* sQ = smem;
-  float* sdO = sQ + kRows * P;
-  float* sK = sdO + kRows * P;
-  float* sV = sK + kCols * P;
+  const auto [sQ, sdO, sK, sV, unused] = backward_tiles<float>(smem, kRows, kCols, P);
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads), bh = tile.b * s.heads + tile.h;

@@ -124,6 +124,23 @@ struct BackwardTensors {
   HeadStrides dqs, dks, dvs;
 };
 
+// A backward block's shared memory, in order: the two tiles of the rows the block owns (keys and
+// values for dk and dv, queries and dout for dq; `own_rows` each), the two tiles of the rows it
+// streams over (`streamed_rows` each), all rows `pitch` elements apart, then `rest`: whatever the
+// kernel keeps after them (a score tile, the statistics of the streamed rows).
+template <class T>
+struct BackwardTiles {
+  T *own_a, *own_b, *streamed_a, *streamed_b, *rest;
+};
+template <class T>
+__device__ __forceinline__ BackwardTiles<T> backward_tiles(void* smem, int own_rows, int streamed_rows, int pitch) {
+  T* own_a = static_cast<T*>(smem);
+  T* own_b = own_a + own_rows * pitch;
+  T* streamed_a = own_b + own_rows * pitch;
+  T* streamed_b = streamed_a + streamed_rows * pitch;
+  return {own_a, own_b, streamed_a, streamed_b, streamed_b + streamed_rows * pitch};
+}
+
 // The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on, when the build
 // has them (sm_80 or newer).
 bool tf32_attention_available();

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/names.h"
 #include "tensor/error.h"
 
 namespace linea::nn::linear {
@@ -199,12 +200,14 @@ Tensor delta_rule_step(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 // ---- the layer -----------------------------------------------------------------------------------
 
-std::string delta_feature_map_name(DeltaFeatureMap map) { return map == DeltaFeatureMap::Silu ? "silu" : "identity"; }
+namespace {
+const names::Table<DeltaFeatureMap> kFeatureMapNames[] = {{DeltaFeatureMap::Silu, "silu"},
+                                                          {DeltaFeatureMap::Identity, "identity"}};
+}  // namespace
 
+std::string delta_feature_map_name(DeltaFeatureMap map) { return names::name_in(kFeatureMapNames, map); }
 DeltaFeatureMap parse_delta_feature_map(const std::string& name) {
-  if (name == "silu") return DeltaFeatureMap::Silu;
-  if (name == "identity") return DeltaFeatureMap::Identity;
-  fail("DeltaNet", "unknown feature map '", name, "' (known: silu, identity)");
+  return names::parse_in(kFeatureMapNames, name, "DeltaNet", "feature map");
 }
 
 DeltaNet::DeltaNet(const DeltaNetConfig& config, Generator& gen) : config_(config) {

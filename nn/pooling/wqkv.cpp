@@ -5,16 +5,18 @@
 
 #include "nn/layers/check.h"
 #include "nn/linear_attention/key_max.h"
+#include "nn/names.h"
 #include "nn/recurrent/linear_recurrence.h"
 
 namespace linea::nn {
 
-std::string wqkv_scale_name(WqkvScale scale) { return scale == WqkvScale::InvSqrtDim ? "inv_sqrt_dim" : "none"; }
+namespace {
+const names::Table<WqkvScale> kScaleNames[] = {{WqkvScale::InvSqrtDim, "inv_sqrt_dim"}, {WqkvScale::None, "none"}};
+}  // namespace
 
+std::string wqkv_scale_name(WqkvScale scale) { return names::name_in(kScaleNames, scale); }
 WqkvScale parse_wqkv_scale(const std::string& name) {
-  if (name == "inv_sqrt_dim") return WqkvScale::InvSqrtDim;
-  if (name == "none") return WqkvScale::None;
-  fail("WqkvPooling", "unknown scale '", name, "' (known: inv_sqrt_dim, none)");
+  return names::parse_in(kScaleNames, name, "WqkvPooling", "scale");
 }
 
 WqkvPooling::WqkvPooling(const WqkvConfig& config, Generator& gen) : config_(config) {

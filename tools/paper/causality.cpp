@@ -32,12 +32,6 @@ const std::vector<CausalityRow>& causality_rows() {
   return rows;
 }
 
-std::vector<std::string> row_ids() {
-  std::vector<std::string> ids;
-  for (const CausalityRow& r : causality_rows()) ids.push_back(r.id);
-  return ids;
-}
-
 void run_causality(const PaperRun& run, Report& report) {
   const LmBudget budget = lm_budget(run);
   const int64_t windows = run.pick<int64_t>(8, 0);  // 0: the whole test split
@@ -98,7 +92,7 @@ void run_causality(const PaperRun& run, Report& report) {
 
 Experiment causality_experiment() {
   return {"causality", "eq. 12's global key max against the causal prefix max: parallel score vs decoding", run_causality,
-          row_ids()};
+          ids_of(causality_rows())};
 }
 
 }  // namespace linea::cli::paper

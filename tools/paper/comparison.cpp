@@ -49,6 +49,14 @@ json::Value report_comparison(Report& report, const std::vector<ComparedRow>& ro
   return result;
 }
 
+void report_half(Report& report, json::Value& out, const std::string& key, const std::string& heading,
+                 const std::vector<ComparedRow>& rows, const std::string& intro) {
+  if (rows.empty()) return;
+  report.heading(heading);
+  if (!intro.empty()) report.paragraph(intro);
+  out[key] = report_comparison(report, rows);
+}
+
 std::string spearman_text(const json::Value& comparison) {
   if (!comparison["spearman"].is_null()) return format_number(comparison["spearman"].get<double>(), 3);
   return comparison["rows"].size() < 2 ? "n/a (fewer than 2 rows)" : "n/a (no ordering: all ties)";

@@ -24,6 +24,11 @@ json::Value compare_rows(const std::vector<ComparedRow>& rows);
 // report, and returns the same as JSON: {"rows": [...], "spearman": r or null}.
 json::Value report_comparison(Report& report, const std::vector<ComparedRow>& rows);
 
+// One half of a table ("From scratch", "w/ Pretrain"): the heading, `intro` when not empty, and
+// the comparison, which also goes to out[key]. Nothing when there are no rows.
+void report_half(Report& report, json::Value& out, const std::string& key, const std::string& heading,
+                 const std::vector<ComparedRow>& rows, const std::string& intro = "");
+
 // "0.857" or "n/a (fewer than 2 rows)" / "n/a (no ordering: all ties)".
 std::string spearman_text(const json::Value& comparison);
 

@@ -44,6 +44,14 @@ struct Experiment {
   std::vector<std::string> rows;  // the ids --rows may name (a table's rows); empty: no --rows
 };
 
+// The ids of a table's rows (anything with an `id`), in order: an Experiment's `rows`.
+template <class Row>
+std::vector<std::string> ids_of(const std::vector<Row>& rows) {
+  std::vector<std::string> ids;
+  for (const Row& r : rows) ids.push_back(r.id);
+  return ids;
+}
+
 // The registry, in the order `linea paper --help` lists them.
 const std::vector<Experiment>& paper_experiments();
 // The experiment with this name, or nullptr.

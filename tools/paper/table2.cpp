@@ -36,12 +36,6 @@ const std::vector<Table2Row>& table2_rows() {
   return rows;
 }
 
-std::vector<std::string> row_ids() {
-  std::vector<std::string> ids;
-  for (const Table2Row& r : table2_rows()) ids.push_back(r.id);
-  return ids;
-}
-
 void run_table2(const PaperRun& run, Report& report) {
   const LmBudget budget = lm_budget(run);
   report.heading("Table 2: GLA with and without the stable normalization");
@@ -66,15 +60,9 @@ void run_table2(const PaperRun& run, Report& report) {
                     r.paper_ppl, result});
   }
   json::Value out = json::Value::object();
-  if (!scratch.empty()) {
-    report.heading("From scratch");
-    out["scratch"] = report_comparison(report, scratch);
-  }
-  if (!pretrained.empty()) {
-    report.heading("w/ Pretrain");
-    out["pretrain"] = report_comparison(report, pretrained);
-    out["softmax_source"] = source.to_json();
-  }
+  report_half(report, out, "scratch", "From scratch", scratch);
+  report_half(report, out, "pretrain", "w/ Pretrain", pretrained);
+  if (!pretrained.empty()) out["softmax_source"] = source.to_json();
   out["budget"] = budget.to_json();
   report.json()["table2"] = out;
 }
@@ -83,7 +71,7 @@ void run_table2(const PaperRun& run, Report& report) {
 
 Experiment table2_experiment() {
   return {"table2", "Table 2: GLA with and without the stable (output) normalization, from scratch and linearized",
-          run_table2, row_ids()};
+          run_table2, ids_of(table2_rows())};
 }
 
 }  // namespace linea::cli::paper

@@ -74,21 +74,15 @@ void run_table4(const PaperRun& run, Report& report) {
   }
 
   json::Value out = json::Value::object();
-  if (!scratch.empty()) {
-    report.heading("From scratch");
-    out["scratch"] = report_comparison(report, scratch);
-  }
-  if (!pretrained.empty()) {
-    report.heading("w/ Pretrain");
-    report.paragraph(
-        "Each row starts from the Transformer row's trained model (its checkpoint), copies every weight that carries "
-        "over (`linea linearize`, train/linearize.h), the new layers' own parameters (gates, maps, norms) from "
-        "their initialisation, and trains the whole model for the budget above again: the paper's continual "
-        "training. No attention transfer (stage 1): the paper's rows do not use it. So a w/ Pretrain row has seen "
-        "twice the tokens of a from-scratch row, the first half as softmax attention on the same corpus (the "
-        "paper's pretraining is Pythia's, on the Pile).");
-    out["pretrain"] = report_comparison(report, pretrained);
-  }
+  const char* pretrain_intro =
+      "Each row starts from the Transformer row's trained model (its checkpoint), copies every weight that carries "
+      "over (`linea linearize`, train/linearize.h), the new layers' own parameters (gates, maps, norms) from "
+      "their initialisation, and trains the whole model for the budget above again: the paper's continual "
+      "training. No attention transfer (stage 1): the paper's rows do not use it. So a w/ Pretrain row has seen "
+      "twice the tokens of a from-scratch row, the first half as softmax attention on the same corpus (the "
+      "paper's pretraining is Pythia's, on the Pile).";
+  report_half(report, out, "scratch", "From scratch", scratch);
+  report_half(report, out, "pretrain", "w/ Pretrain", pretrained, pretrain_intro);
   if (!scratch.empty() && !pretrained.empty()) {
     // Both halves as one ordering of 13 rows, as the paper's table reads top to bottom.
     std::vector<ComparedRow> all = scratch;
