@@ -5,6 +5,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "tensor/matmul_layout.h"
+#include "tensor/widen.h"
 
 namespace linea::cpu {
 
@@ -24,6 +25,12 @@ CBLAS_TRANSPOSE flag(const matmul_layout::Operand& op) { return op.transposed ? 
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) const {
+  if (out.dtype() == kBFloat16) {  // the reference: float32 products, rounded once
+    const Tensor result = float32_result(out);
+    matmul(widened(*this, a_in), widened(*this, b_in), result);
+    narrow_into(*this, result, out);
+    return;
+  }
   const std::optional<matmul_layout::Plan> plan = matmul_layout::plan(*this, a_in, b_in, out, contiguous_copy);
   if (!plan) return;
   const auto& [m, n, k, batch, a, b, la, lb] = *plan;

@@ -7,6 +7,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/parallel.h"
 #include "tensor/scalar_math.h"
+#include "tensor/widen.h"
 
 namespace linea::cpu {
 
@@ -101,6 +102,12 @@ bool reduce_one_long_row(ReduceOp op, const T* x, int64_t len, const Tensor& out
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& in, const std::vector<int64_t>& dims,
                         const Tensor& out) const {
+  if (in.dtype() == kBFloat16) {  // in float32 (the sums accumulate in double), rounded once
+    const Tensor result = float32_result(out);
+    reduce(op, widened(*this, in), dims, result);
+    narrow_into(*this, result, out);
+    return;
+  }
   const Shape& shape = in.shape();
   const int64_t ndim = in.dim();
   // Reorder to (kept dims..., reduced dims...) so each output element owns one contiguous row.
@@ -118,7 +125,7 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& in, const std::vector<int64_t
     return;
   }
   dispatch_all(in.dtype(), [&]<class T>() {
-    if constexpr (std::is_same_v<T, bool>) {
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, bfloat16>) {  // bfloat16 took the float32 path
       fail("reduce", "bool tensors cannot be reduced");
     } else {
       // Leading dims reduced over a contiguous input: column sums, no copy.

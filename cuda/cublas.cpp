@@ -60,6 +60,10 @@ cublasHandle_t cublas_handle(int device) {
     cublasHandle_t handle = nullptr;
     LINEA_CUBLAS_CHECK(cublasCreate(&handle), "matmul", "cuda:", device);
     LINEA_CUBLAS_CHECK(cublasSetStream(handle, stream), "matmul", "cuda:", device);
+    // A bfloat16 product accumulates in float32 all the way: cuBLAS may otherwise add split-K
+    // partial sums in the output's bfloat16, which the error bound (and the tests) rule out.
+    LINEA_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), "matmul",
+                       "cuda:", device);
     h.handles[device] = handle;
   });
   return h.handles[device];

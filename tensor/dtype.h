@@ -1,20 +1,25 @@
 #pragma once
 // Element types. Float64 exists so gradients can be checked numerically to 1e-8; Int64 holds
 // indices (embedding ids, targets, gather positions); Bool holds masks (where, masked_fill, tril).
+// BFloat16 (tensor/bfloat16.h) is the half-size float of mixed precision: it is stored, converted,
+// copied, compared, gathered, printed, saved, reduced and multiplied (matmul); the other math
+// kernels take float32 and float64 and name bfloat16 in their error.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "tensor/bfloat16.h"
 #include "tensor/error.h"
 
 namespace linea {
 
-enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+enum class DType : uint8_t { Float32, Float64, Int64, Bool, BFloat16 };
 
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
 inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kBool = DType::Bool;
+inline constexpr DType kBFloat16 = DType::BFloat16;
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -22,6 +27,7 @@ inline size_t dtype_size(DType t) {
     case DType::Float64: return 8;
     case DType::Int64: return 8;
     case DType::Bool: return 1;
+    case DType::BFloat16: return 2;
   }
   return 0;
 }
@@ -32,11 +38,12 @@ inline const char* dtype_name(DType t) {
     case DType::Float64: return "float64";
     case DType::Int64: return "int64";
     case DType::Bool: return "bool";
+    case DType::BFloat16: return "bfloat16";
   }
   return "?";
 }
 
-inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64 || t == DType::BFloat16; }
 
 // The C++ type behind a dtype, and back.
 template <class T> struct dtype_of;
@@ -44,6 +51,7 @@ template <> struct dtype_of<float> { static constexpr DType value = DType::Float
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::BFloat16; };
 
 // Calls fn.template operator()<T>() with T the C++ type of a floating dtype; any other dtype is an
 // error naming the op. Kernels are written once as templates and instantiated through this.
@@ -52,11 +60,13 @@ decltype(auto) dispatch_floating(DType t, const char* op, Fn&& fn) {
   switch (t) {
     case DType::Float32: return fn.template operator()<float>();
     case DType::Float64: return fn.template operator()<double>();
+    case DType::BFloat16:
+      fail(op, "has no bfloat16 kernel: it takes float32 or float64 (convert with .to(kFloat32))");
     default: fail(op, "expected a floating dtype (float32 or float64), got ", dtype_name(t));
   }
 }
 
-// Like dispatch_floating, for ops defined on every dtype (copy, fill, where, comparisons).
+// Like dispatch_floating, for ops defined on every dtype (copy, fill, where, comparisons, gather).
 template <class Fn>
 decltype(auto) dispatch_all(DType t, Fn&& fn) {
   switch (t) {
@@ -64,6 +74,7 @@ decltype(auto) dispatch_all(DType t, Fn&& fn) {
     case DType::Float64: return fn.template operator()<double>();
     case DType::Int64: return fn.template operator()<int64_t>();
     case DType::Bool: return fn.template operator()<bool>();
+    case DType::BFloat16: return fn.template operator()<bfloat16>();
   }
   fail("dispatch", "unknown dtype");
 }

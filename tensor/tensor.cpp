@@ -54,6 +54,7 @@ template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template bool* Tensor::data<bool>() const;
+template bfloat16* Tensor::data<bfloat16>() const;
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {

@@ -28,7 +28,8 @@ struct DTypeName {
   DType dtype;
   const char* name;
 };
-constexpr DTypeName kDTypeNames[] = {{kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}, {kBool, "BOOL"}};
+constexpr DTypeName kDTypeNames[] = {
+    {kFloat32, "F32"}, {kFloat64, "F64"}, {kBFloat16, "BF16"}, {kInt64, "I64"}, {kBool, "BOOL"}};
 
 const char* safetensors_name(DType dtype) {
   for (const DTypeName& d : kDTypeNames)
@@ -173,7 +174,7 @@ class Decoder {
 
     Entry e{name, kFloat32, {}, 0, 0};
     const std::optional<DType> parsed = dtype->is_string() ? dtype_named(dtype->get<std::string>()) : std::nullopt;
-    if (!parsed) error("tensor '", name, "' has dtype ", json::dump(*dtype), "; linea reads F32, F64, I64 and BOOL");
+    if (!parsed) error("tensor '", name, "' has dtype ", json::dump(*dtype), "; linea reads F32, F64, BF16, I64 and BOOL");
     e.dtype = *parsed;
 
     if (!shape->is_array()) error("tensor '", name, "': shape must be an array, got ", json::dump(*shape));

@@ -10,7 +10,7 @@
 //              after the header, and the ranges tile the data exactly (no gaps, no overlap, nothing
 //              after the last)
 //
-// linea writes F32, F64, I64 and BOOL, 8-byte types first, then 4-byte, then 1-byte, by name
+// linea writes F32, F64, BF16, I64 and BOOL, 8-byte types first, then 4-, 2- and 1-byte, by name
 // within each, so that every tensor is aligned to its element size in the file (mmap-friendly,
 // as the reference writer does). The reader treats the file as hostile: every number in the
 // header is checked before it is used, and any problem is a linea::Error naming the file and the

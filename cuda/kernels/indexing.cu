@@ -29,11 +29,12 @@ namespace linea::cuda {
 namespace {
 
 // Calls f.template operator()<E>() with E an unsigned integer of the element's size: moving
-// elements needs no arithmetic, so bool, float, double and int64 share three instantiations.
+// elements needs no arithmetic, so the five dtypes share four instantiations.
 template <class F>
 void dispatch_bytes(DType dtype, F&& f) {
   switch (dtype_size(dtype)) {
     case 1: return f.template operator()<uint8_t>();
+    case 2: return f.template operator()<uint16_t>();
     case 4: return f.template operator()<uint32_t>();
     case 8: return f.template operator()<uint64_t>();
   }

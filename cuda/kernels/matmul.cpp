@@ -64,6 +64,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   const double one_d = 1.0, zero_d = 0.0;
   Gemm g{cublas_handle(device_), CUDA_R_32F, CUBLAS_COMPUTE_32F, &one_f, &zero_f};
   if (out.dtype() == kFloat64) g = {g.handle, CUDA_R_64F, CUBLAS_COMPUTE_64F, &one_d, &zero_d};
+  else if (out.dtype() == kBFloat16) g.type = CUDA_R_16BF;  // bfloat16 tensor cores, float32 accumulation
   else if (out.dtype() != kFloat32) fail("matmul", "expected a floating dtype, got ", dtype_name(out.dtype()));
   else if (tf32_enabled()) g.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   const size_t elem = dtype_size(out.dtype());

@@ -26,6 +26,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/launch.cuh"
 #include "tensor/scalar_math.h"
+#include "tensor/widen.h"
 
 namespace linea::cuda {
 
@@ -311,6 +312,12 @@ __global__ void cumsum_by_block(const T* in, T* out, int64_t lines, int64_t size
 }  // namespace
 
 void CudaBackend::reduce(ReduceOp op, const Tensor& in, const std::vector<int64_t>& dims, const Tensor& out) const {
+  if (in.dtype() == kBFloat16) {  // in float32 (the sums accumulate in double), rounded once
+    const Tensor result = float32_result(out);
+    reduce(op, widened(*this, in), dims, result);
+    narrow_into(*this, result, out);
+    return;
+  }
   if (in.numel() == 0) {  // sums of nothing are 0; max/min of nothing are refused by the op
     fill(out, 0.0);
     return;
@@ -319,7 +326,7 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& in, const std::vector<int64_
   for (int64_t d = 0; d < in.dim(); ++d)
     if (std::find(dims.begin(), dims.end(), d) == dims.end()) kept.push_back(d);
   dispatch_all(in.dtype(), [&]<class T>() {
-    if constexpr (std::is_same_v<T, bool>) {
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, bfloat16>) {  // bfloat16 took the float32 path
       fail("reduce", "bool tensors cannot be reduced");
     } else {
       ReduceArgs<T> a{in.data<T>(), offsets_over(in, kept), offsets_over(in, dims), 1, 1, 1, 1};

@@ -39,6 +39,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndShape) {
       {"i64", arange(-3, 4)},
       {"bool", tensor({1, 0, 1}, {3}, kBool)},
       {"empty", zeros({0, 4})},
+      {"bf16", to(randn({2, 3}, kFloat32), kBFloat16)},
   };
   const Metadata metadata = {{"format", "linea"}, {"note", "héllo \"quoted\"\n"}};
   save_safetensors(dir / "w.safetensors", tensors, metadata);
@@ -83,6 +84,25 @@ TEST(Safetensors, WritesTheSpecsExactByteLayout) {
   EXPECT_EQ(bytes.substr(8 + n, 8), std::string("\x07\0\0\0\0\0\0\0", 8));
 }
 
+// BF16 as PyTorch writes torch.bfloat16: the upper two bytes of the float32, little-endian (1.0 is
+// 80 3F), placed after the 4-byte types and before the 1-byte ones.
+TEST(Safetensors, Bfloat16IsTheUpperHalfOfAFloat32) {
+  const NamedTensors tensors = {{"h", to(tensor({1.0, -1.5, 0.1}, {3}, kFloat32), kBFloat16)},
+                                {"a", tensor({2.0}, {1}, kFloat32)},
+                                {"c", tensor({1}, {1}, kBool)}};
+  const std::string bytes = encode_safetensors(tensors);
+  const std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                             R"("h":{"dtype":"BF16","shape":[3],"data_offsets":[4,10]},)"
+                             R"("c":{"dtype":"BOOL","shape":[1],"data_offsets":[10,11]}})";
+  const size_t padded = (header.size() + 7) / 8 * 8;
+  EXPECT_EQ(bytes.substr(8, padded), header + std::string(padded - header.size(), ' '));
+  EXPECT_EQ(bytes.substr(8 + padded + 4, 6), std::string("\x80\x3f\xc0\xbf\xcd\x3d", 6));  // 0.1 -> 0x3dcd
+  const Safetensors other = decode_safetensors(
+      file_of(R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", std::string("\x80\x3f\xc0\xbf", 4)));
+  EXPECT_EQ(other.tensors.at("w").dtype(), kBFloat16);
+  EXPECT_EQ(other.tensors.at("w").to_vector<double>(), (std::vector<double>{1.0, -1.5}));
+}
+
 TEST(Safetensors, ReadsFilesOfOtherWriters) {
   // No padding, members in any order, whitespace, data_offsets not in name order: all valid.
   const std::string header = R"({"y": {"shape": [2], "data_offsets": [8, 16], "dtype": "F32"},
@@ -119,7 +139,7 @@ std::vector<BadFile> bad_files() {
       {"trailing json", file_of(R"({} {})"), "not valid JSON"},
       {"duplicate name", file_of(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"t":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})"), "not valid JSON"},
       {"entry not object", file_of(R"({"t": 3})"), "must be an object"},
-      {"unknown dtype", one(R"({"dtype":"BF16","shape":[2],"data_offsets":[0,4]})", "abcd"), "BF16"},
+      {"unknown dtype", one(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})", "abcd"), "F16"},
       {"dtype not string", one(R"({"dtype":4,"shape":[1],"data_offsets":[0,4]})", "abcd"), "dtype 4"},
       {"missing shape", one(R"({"dtype":"F32","data_offsets":[0,16]})", four), "needs dtype, shape and data_offsets"},
       {"unknown key", one(R"({"dtype":"F32","shape":[4],"data_offsets":[0,16],"x":1})", four), "unknown key 'x'"},

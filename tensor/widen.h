@@ -1,0 +1,26 @@
+#pragma once
+// Kernels that take bfloat16 by computing in float32 (the CPU's reference kernels, and the CUDA
+// reductions): the inputs widened to float32 (exact), the float32 kernel run, and its result
+// rounded once into the bfloat16 output. So a bfloat16 result is the float32 kernel's result
+// rounded to nearest even: the reference the tests hold the native bfloat16 kernels to.
+#include "tensor/backend.h"
+
+namespace linea {
+
+// A float32 copy of t (contiguous, on t's device), through the backend's copy kernel.
+inline Tensor widened(const Backend& backend, const Tensor& t) {
+  Tensor out = empty(t.shape(), kFloat32, t.device());
+  backend.copy(t, out);
+  return out;
+}
+
+// The float32 tensor to compute `out` into: out itself when it is not bfloat16, else a fresh
+// float32 tensor of its shape that narrow_into then rounds into out.
+inline Tensor float32_result(const Tensor& out) {
+  return out.dtype() == kBFloat16 ? empty(out.shape(), kFloat32, out.device()) : out;
+}
+inline void narrow_into(const Backend& backend, const Tensor& result, const Tensor& out) {
+  if (!result.is_same(out)) backend.copy(result, out);
+}
+
+}  // namespace linea

@@ -1,0 +1,113 @@
+// bfloat16 on the GPU against the CPU: conversions bit for bit (float32 and float64 sources with
+// values at and around rounding ties, the special values, subnormals), the kernels written for
+// every dtype (fill, comparisons, where, gather, strided copies), the reductions, and the bfloat16
+// GEMM on cuBLAS held to the error bound of float32 accumulation at awkward sizes, batched, with
+// stored transposes, and with the gradient through to().
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "tests/cuda/parity.h"
+#include "tests/tensor/bf16_matmul_bound.h"
+
+namespace linea::testing {
+namespace {
+
+// Random float32 bit patterns (NaNs, infinities and subnormals among them), half of them within a
+// few units of a bfloat16 tie, as float32 or float64 values.
+Tensor awkward_values(int64_t n, DType dtype, uint64_t seed) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u = rng();
+    if (i % 2) u = (u & 0xffff0000u) | static_cast<uint32_t>(0x8000 + static_cast<int>(rng() % 5) - 2);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    values[i] = f;
+    if (dtype == kFloat64 && i % 3 == 0) values[i] *= 1 + 1e-12;  // between float32 values
+  }
+  return to(from_vector(values, {n}), dtype);
+}
+
+TEST(CudaBFloat16, ConversionsMatchTheCpuBitForBit) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  for (DType source : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(source));
+    const Tensor x = awkward_values(100003, source, seed);
+    const Tensor cpu = to(x, kBFloat16), gpu = to(on_gpu(x), kBFloat16);
+    ASSERT_EQ(gpu.dtype(), kBFloat16);
+    EXPECT_TRUE(same_values(gpu, cpu));
+    EXPECT_TRUE(same_values(to(gpu, kFloat64), to(cpu, kFloat64)));
+  }
+  // Every bfloat16 pattern widens alike on both devices.
+  std::vector<double> all(65536);
+  for (uint32_t b = 0; b < 65536; ++b) all[b] = bfloat16::from_bits(static_cast<uint16_t>(b));
+  const Tensor patterns = to(from_vector(all, {65536}), kBFloat16);
+  EXPECT_TRUE(same_values(to(on_gpu(patterns), kFloat32), to(patterns, kFloat32)));
+  // Strided (transposed) copies and integers.
+  const Tensor m = to(random_normal({33, 17}, kFloat32, seed), kBFloat16);
+  EXPECT_TRUE(same_values(contiguous(transpose(on_gpu(m), 0, 1)), contiguous(transpose(m, 0, 1))));
+  const Tensor ints = arange(-300, 300);
+  EXPECT_TRUE(same_values(to(on_gpu(ints), kBFloat16), to(ints, kBFloat16)));
+}
+
+TEST(CudaBFloat16, FillComparisonsWhereGatherAndReductions) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  const Tensor a = to(random_normal({7, 300}, kFloat32, seed), kBFloat16);
+  const Tensor b = to(random_normal({7, 300}, kFloat32, seed + 1), kBFloat16);
+  const Tensor ga = on_gpu(a), gb = on_gpu(b);
+  EXPECT_TRUE(same_values(full({5}, -0.3, {kBFloat16, gpu()}), full({5}, -0.3, kBFloat16)));
+  EXPECT_TRUE(same_values(lt(ga, gb), lt(a, b)));
+  EXPECT_TRUE(same_values(where(ge(ga, gb), ga, gb), where(ge(a, b), a, b)));
+  const Tensor index = randint(0, 300, {7, 40}, kCPU);
+  EXPECT_TRUE(same_values(gather(ga, 1, on_gpu(index)), gather(a, 1, index)));
+  EXPECT_TRUE(same_values(amax(ga, {1}), amax(a, {1})));
+  EXPECT_TRUE(same_values(argmax(ga, 0), argmax(a, 0)));
+  // Sums: float32 on both, in different orders, each rounded once to bfloat16: a unit apart at most.
+  EXPECT_TRUE(matches_cpu(sum(ga, {1}), sum(a, {1}), std::ldexp(1.0, -7), 1e-6));
+}
+
+TEST(CudaBFloat16, MatmulOnTheTensorCoresWithinTheBound) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  struct Sizes {
+    int64_t batch, m, k, n;
+  };
+  for (const Sizes& s : {Sizes{1, 1, 1, 1}, Sizes{1, 17, 100, 33}, Sizes{3, 65, 513, 127}, Sizes{2, 256, 2048, 64}}) {
+    SCOPED_TRACE(::testing::Message() << s.batch << "x" << s.m << "x" << s.k << "x" << s.n);
+    const Tensor a = to(random_normal({s.batch, s.m, s.k}, kFloat32, seed), kBFloat16);
+    const Tensor b = to(random_normal({s.k, s.n}, kFloat32, seed + 1), kBFloat16);
+    const Tensor c = matmul(on_gpu(a), on_gpu(b));
+    ASSERT_EQ(c.dtype(), kBFloat16);
+    EXPECT_TRUE(within_bf16_matmul_bound(c, a, b));
+    const Tensor bt = to(random_normal({s.batch, s.n, s.k}, kFloat32, seed + 2), kBFloat16);
+    EXPECT_TRUE(within_bf16_matmul_bound(matmul(on_gpu(a), transpose(on_gpu(bt), 1, 2)), a, transpose(bt, 1, 2)));
+  }
+}
+
+// Mixed precision as a Linear layer would run it: float32 tensors, the product in bfloat16; the
+// gradients come back in float32 through to() and are bfloat16 products themselves.
+TEST(CudaBFloat16, GradientsThroughABfloat16Product) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  const Tensor x = random_normal({24, 96}, kFloat32, seed), w = random_normal({96, 40}, kFloat32, seed + 1);
+  const Tensor dy = random_normal({24, 40}, kFloat32, seed + 2);
+  auto gradients = [&](Device device) {
+    const Tensor xd = to(x, device).detach().requires_grad_(), wd = to(w, device).detach().requires_grad_();
+    const Tensor y = to(matmul(to(xd, kBFloat16), to(wd, kBFloat16)), kFloat32);
+    return grad(y, {xd, wd}, to(dy, device));
+  };
+  const auto cpu = gradients(kCPU), gpu_grads = gradients(gpu());
+  // dx = bf16(dy) bf16(w)^T (k = 40), dw = bf16(x)^T bf16(dy) (k = 24), each within its bound.
+  const Tensor dy16 = to(dy, kBFloat16), x16 = to(x, kBFloat16), w16 = to(w, kBFloat16);
+  for (const auto& g : {cpu, gpu_grads}) {
+    EXPECT_EQ(g[0].dtype(), kFloat32);
+    EXPECT_TRUE(within_bf16_matmul_bound(g[0], dy16, transpose(w16, 0, 1)));
+    EXPECT_TRUE(within_bf16_matmul_bound(g[1], transpose(x16, 0, 1), dy16));
+  }
+}
+
+}  // namespace
+}  // namespace linea::testing

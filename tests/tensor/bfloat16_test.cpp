@@ -1,0 +1,218 @@
+// bfloat16 (tensor/bfloat16.h) on the CPU: rounding to nearest even from float32 and float64
+// against an oracle written here from the definition (the two neighbours, exact distances), on
+// every bfloat16 bit pattern and on fresh random floats and doubles, with the cases that break a
+// naive double -> float -> bfloat16 chain (double rounding); the special values; and the tensor
+// ops that take it: conversion both ways with its gradient, fill, comparisons, where, gather,
+// index_select, the reductions (in float32, rounded once) and matmul, held to a bound derived from
+// bfloat16's and float32's rounding; printing; and a clear error from the kernels without it.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "tests/tensor/bf16_matmul_bound.h"
+#include "tests/test_util.h"
+
+namespace linea::testing {
+namespace {
+
+float float_of_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint32_t bits_of_float(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+double bf16_value(uint16_t bits) { return float_of_bits(static_cast<uint32_t>(bits) << 16); }
+
+// The oracle: the bfloat16 nearest to x (finite, not NaN), ties to the even bit pattern, by exact
+// distances in long double to the two bfloat16 values around x (float32 and double values, and
+// the bfloat16 neighbours, differ by far less than long double's precision can lose).
+uint16_t nearest_even(long double x) {
+  const bool negative = std::signbit(static_cast<double>(x));
+  const long double a = negative ? -x : x;
+  const long double max_finite = bf16_value(0x7f7f);
+  const long double past_max = max_finite + (max_finite - bf16_value(0x7f7e)) / 2;  // halfway to 2^128
+  uint16_t magnitude;
+  if (a >= past_max) {
+    magnitude = 0x7f80;  // infinity (a tie at the halfway point goes to the even 0x7f80)
+  } else {
+    uint16_t lo = 0;  // the largest bfloat16 magnitude <= a: binary search over the ordered patterns
+    for (uint16_t step = 0x4000; step > 0; step >>= 1)
+      if (lo + step <= 0x7f7f && bf16_value(static_cast<uint16_t>(lo + step)) <= a) lo = static_cast<uint16_t>(lo + step);
+    const uint16_t hi = static_cast<uint16_t>(lo + 1);
+    const long double below = a - bf16_value(lo), above = bf16_value(hi) - a;
+    magnitude = below < above ? lo : above < below ? hi : ((lo & 1) ? hi : lo);
+  }
+  return static_cast<uint16_t>(magnitude | (negative ? 0x8000 : 0));
+}
+
+bool is_nan_bits(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0; }
+
+TEST(BFloat16, EveryPatternWidensExactlyAndRoundsBackToItself) {
+  for (uint32_t b = 0; b <= 0xffff; ++b) {
+    const auto bits = static_cast<uint16_t>(b);
+    const float wide = bfloat16::from_bits(bits);
+    if (is_nan_bits(bits)) {
+      EXPECT_TRUE(std::isnan(wide));
+      EXPECT_TRUE(is_nan_bits(bfloat16(wide).bits));
+      EXPECT_TRUE(is_nan_bits(bfloat16(static_cast<double>(wide)).bits));
+      continue;
+    }
+    uint32_t wide_bits;
+    std::memcpy(&wide_bits, &wide, sizeof wide_bits);
+    ASSERT_EQ(wide_bits, b << 16) << "widening is exact: the pattern shifted up";
+    ASSERT_EQ(bfloat16(wide).bits, bits) << "pattern " << b;
+    ASSERT_EQ(bfloat16(static_cast<double>(wide)).bits, bits) << "pattern " << b;
+  }
+}
+
+TEST(BFloat16, RandomFloatsRoundToNearestEven) {
+  std::mt19937 rng(std::random_device{}());
+  int checked = 0;
+  for (int i = 0; i < 400000; ++i) {
+    uint32_t u = rng();
+    // Half the draws near a tie: the 16 dropped bits are 0x8000 give or take a few units.
+    if (i % 2) u = (u & 0xffff0000u) | static_cast<uint32_t>(0x8000 + static_cast<int>(rng() % 5) - 2);
+    const float f = float_of_bits(u);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(bfloat16(f).bits, nearest_even(f)) << "float bits " << std::hex << u;
+    ++checked;
+  }
+  EXPECT_GT(checked, 390000);
+}
+
+TEST(BFloat16, RandomDoublesRoundOnceNotTwice) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> exponent(-130.0, 128.5);
+  for (int i = 0; i < 200000; ++i) {
+    const double mantissa = std::uniform_real_distribution<double>(1.0, 2.0)(rng);
+    const double d = (rng() & 1 ? -1 : 1) * std::ldexp(mantissa, static_cast<int>(exponent(rng)));
+    ASSERT_EQ(bfloat16(d).bits, nearest_even(d)) << "double " << d;
+  }
+  // Just above and below a tie between two bfloat16 values, closer than float32 can tell: the
+  // double rounds to float32 exactly onto the tie, so rounding twice would pick the even side.
+  for (uint16_t even : {uint16_t{0x3f80}, uint16_t{0x4122}, uint16_t{0xc2c4}, uint16_t{0x0002}}) {
+    const double x = bf16_value(even), next = bf16_value(static_cast<uint16_t>(even + 1));
+    const double tie = (x + next) / 2, nudge = std::abs(next - x) * 1e-9;
+    EXPECT_EQ(bfloat16(tie).bits, even);
+    const double away = tie + (x < 0 ? -nudge : nudge), toward = tie - (x < 0 ? -nudge : nudge);
+    EXPECT_EQ(static_cast<double>(static_cast<float>(away)), tie);  // float32 cannot see the nudge
+    EXPECT_EQ(bfloat16(away).bits, static_cast<uint16_t>(even + 1)) << "above the tie of " << x;
+    EXPECT_EQ(bfloat16(toward).bits, even) << "below the tie of " << x;
+  }
+}
+
+TEST(BFloat16, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(bfloat16(inf).bits, 0x7f80);
+  EXPECT_EQ(bfloat16(-inf).bits, 0xff80);
+  EXPECT_EQ(bfloat16(0.0f).bits, 0x0000);
+  EXPECT_EQ(bfloat16(-0.0).bits, 0x8000);
+  EXPECT_EQ(bfloat16(1.0).bits, 0x3f80);
+  EXPECT_EQ(bfloat16(std::numeric_limits<float>::max()).bits, 0x7f80);  // past the largest bfloat16
+  EXPECT_EQ(bfloat16(1e300).bits, 0x7f80);
+  EXPECT_EQ(bfloat16(-1e300).bits, 0xff80);
+  EXPECT_EQ(bfloat16(1e-300).bits, 0x0000);
+  EXPECT_EQ(bfloat16(3.3895313892515355e38).bits, 0x7f7f);  // the largest finite bfloat16
+  EXPECT_EQ(bfloat16(std::numeric_limits<float>::denorm_min()).bits, 0x0000);
+  EXPECT_EQ(bfloat16(float_of_bits(0x00010000u)).bits, 0x0001);  // bfloat16's smallest subnormal
+  const bfloat16 nan(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(std::isnan(static_cast<float>(nan)));
+  EXPECT_TRUE(is_nan_bits(bfloat16(float_of_bits(0x7f800001u)).bits));  // a signalling NaN's payload
+  EXPECT_EQ(bfloat16(int64_t{257}).bits, bfloat16(256.0).bits);          // 257 ties between 256 and 258
+  EXPECT_EQ(bfloat16(true).bits, 0x3f80);
+}
+
+// ---- tensors -----------------------------------------------------------------------------------
+
+Tensor rounded_reference(const Tensor& x) {  // x's values rounded by the oracle, as float64
+  std::vector<double> v = x.to_vector<double>();
+  for (double& e : v) e = std::isnan(e) ? e : bf16_value(nearest_even(e));
+  return from_vector(v, x.shape());
+}
+
+TEST(BFloat16Tensor, ConvertsBothWaysAndCarriesGradients) {
+  Generator gen(std::random_device{}());
+  const Tensor x = (randn({7, 13}, kFloat64, &gen) * 100.0).requires_grad_();
+  const Tensor h = to(x, kBFloat16);
+  EXPECT_EQ(h.dtype(), kBFloat16);
+  EXPECT_EQ(h.describe().find("bfloat16") != std::string::npos, true);
+  EXPECT_TRUE(all_close(to(h, kFloat64), rounded_reference(x), 0, 0));
+  EXPECT_TRUE(all_close(to(to(x, kFloat32), kBFloat16), h, 0, 0));  // one rounding either way
+  // The gradient of to() is the identity, converted back to the input's dtype.
+  const Tensor w = randn({7, 13}, kFloat64, &gen);
+  const auto g = grad(sum(to(h, kFloat32) * to(w, kFloat32)), {x});
+  EXPECT_EQ(g[0].dtype(), kFloat64);
+  EXPECT_TRUE(all_close(g[0], to(to(w, kBFloat16), kFloat64), 1e-7, 0));
+}
+
+TEST(BFloat16Tensor, FillComparisonsWhereAndIndexing) {
+  Generator gen(std::random_device{}());
+  const Tensor a = to(randn({5, 9}, kFloat32, &gen), kBFloat16), b = to(randn({5, 9}, kFloat32, &gen), kBFloat16);
+  const Tensor wide_a = to(a, kFloat32), wide_b = to(b, kFloat32);
+  EXPECT_TRUE(all_close(to(lt(a, b), kFloat32), to(lt(wide_a, wide_b), kFloat32), 0, 0));
+  EXPECT_TRUE(all_close(to(ge(a, b), kFloat32), to(ge(wide_a, wide_b), kFloat32), 0, 0));
+  const Tensor picked = where(gt(wide_a, wide_b), a, b);
+  EXPECT_EQ(picked.dtype(), kBFloat16);
+  EXPECT_TRUE(all_close(to(picked, kFloat32), where(gt(wide_a, wide_b), wide_a, wide_b), 0, 0));
+  EXPECT_EQ(full({3}, 0.1, kBFloat16).to_vector<double>()[1], bf16_value(nearest_even(0.1L)));
+  const Tensor index = from_vector(std::vector<int64_t>{4, 0, 2, 2}, {4});
+  EXPECT_TRUE(all_close(to(index_select(a, 0, index), kFloat32), index_select(wide_a, 0, index), 0, 0));
+  const Tensor cols = from_vector(std::vector<int64_t>{8, 0, 3, 3, 1}, {5, 1});
+  EXPECT_TRUE(all_close(to(gather(a, 1, cols), kFloat32), gather(wide_a, 1, cols), 0, 0));
+  EXPECT_TRUE(all_close(to(contiguous(transpose(a, 0, 1)), kFloat32), contiguous(transpose(wide_a, 0, 1)), 0, 0));
+}
+
+TEST(BFloat16Tensor, ReductionsComputeInFloat32AndRoundOnce) {
+  Generator gen(std::random_device{}());
+  const Tensor a = to(randn({6, 257}, kFloat32, &gen), kBFloat16), wide = to(a, kFloat32);
+  EXPECT_TRUE(all_close(sum(a, {1}), to(sum(wide, {1}), kBFloat16), 0, 0));
+  EXPECT_TRUE(all_close(sum(a), to(sum(wide), kBFloat16), 0, 0));
+  EXPECT_TRUE(all_close(amax(a, {0}), to(amax(wide, {0}), kBFloat16), 0, 0));
+  EXPECT_TRUE(all_close(argmax(a, 1), argmax(wide, 1), 0, 0));
+  EXPECT_EQ(sum(a).dtype(), kBFloat16);
+}
+
+TEST(BFloat16Tensor, MatmulWithinTheDerivedBound) {
+  Generator gen(std::random_device{}());
+  for (const auto& [m, k, n] : {std::array<int64_t, 3>{1, 1, 1}, {17, 100, 33}, {64, 513, 9}}) {
+    const Tensor a = to(randn({3, m, k}, kFloat32, &gen), kBFloat16), b = to(randn({k, n}, kFloat32, &gen), kBFloat16);
+    const Tensor c = matmul(a, b);
+    EXPECT_EQ(c.dtype(), kBFloat16);
+    EXPECT_TRUE(within_bf16_matmul_bound(c, a, b));
+    // A stored transpose reads in place, as in float32.
+    const Tensor bt = to(randn({n, k}, kFloat32, &gen), kBFloat16);
+    EXPECT_TRUE(within_bf16_matmul_bound(matmul(a, transpose(bt, 0, 1)), a, transpose(bt, 0, 1)));
+  }
+  // The bound is tight enough to catch a wrong last rounding: truncating the float32 results
+  // (up to twice the error of rounding to nearest) breaks it.
+  const Tensor a = to(randn({16, 64}, kFloat32, &gen), kBFloat16), b = to(randn({64, 16}, kFloat32, &gen), kBFloat16);
+  std::vector<float> truncated = matmul(to(a, kFloat32), to(b, kFloat32)).to_vector<float>();
+  for (float& v : truncated) v = float_of_bits(bits_of_float(v) & 0xffff0000u);
+  EXPECT_FALSE(within_bf16_matmul_bound(to(from_vector(truncated, {16, 16}), kBFloat16), a, b));
+}
+
+TEST(BFloat16Tensor, PrintsItsValuesAndDtype) {
+  std::ostringstream os;
+  os << to(from_vector(std::vector<double>{1.0, 0.1, -3.0}, {3}), kBFloat16);
+  EXPECT_NE(os.str().find("dtype=bfloat16"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("0.1001"), std::string::npos) << os.str();  // 0.1 rounds to 0.10009765625
+}
+
+TEST(BFloat16Tensor, KernelsWithoutItSayWhatToDo) {
+  const Tensor a = to(randn({4}, kFloat32), kBFloat16);
+  EXPECT_LINEA_ERROR(exp(a), "bfloat16", "float32");
+  EXPECT_LINEA_ERROR(a + a, "bfloat16");
+  EXPECT_LINEA_ERROR(softmax(to(randn({2, 4}, kFloat32), kBFloat16), -1), "bfloat16");
+}
+
+}  // namespace
+}  // namespace linea::testing
