@@ -95,7 +95,7 @@ TEST(CudaBFloat16, GradientsThroughABfloat16Product) {
   const Tensor x = random_normal({24, 96}, kFloat32, seed), w = random_normal({96, 40}, kFloat32, seed + 1);
   const Tensor dy = random_normal({24, 40}, kFloat32, seed + 2);
   auto gradients = [&](Device device) {
-    const Tensor xd = to(x, device).detach().requires_grad_(), wd = to(w, device).detach().requires_grad_();
+    const Tensor xd = detach(to(x, device)).requires_grad_(), wd = detach(to(w, device)).requires_grad_();
     const Tensor y = to(matmul(to(xd, kBFloat16), to(wd, kBFloat16)), kFloat32);
     return grad(y, {xd, wd}, to(dy, device));
   };
