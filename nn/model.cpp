@@ -5,6 +5,7 @@
 
 #include "nn/layers/mlp.h"
 #include "nn/layers/norm.h"
+#include "nn/precision.h"
 
 namespace linea::nn {
 
@@ -176,7 +177,7 @@ void LanguageModel::check_ids(const Tensor& ids, const char* what) const {
 
 Tensor LanguageModel::logits(const Tensor& h) {
   const Tensor normed = final_norm_->forward(h);
-  return head_ ? head_->forward(normed) : matmul(normed, t(embed_->weight));
+  return head_ ? head_->forward(normed) : linear_product(normed, embed_->weight);
 }
 
 Tensor LanguageModel::forward(const Tensor& ids) {

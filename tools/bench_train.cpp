@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "cuda/memory.h"
+#include "nn/precision.h"
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
@@ -26,6 +27,7 @@ struct Config {
   int repeats = 10;
   int warmup = 3;
   std::string out;
+  std::string precision = "fp32";
 };
 
 void fill_standard(Config& c, bool cuda) {
@@ -42,6 +44,7 @@ void fill_standard(Config& c, bool cuda) {
 
 void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& out) {
   const Device device = Device::parse(c.device);
+  const nn::PrecisionScope precision(nn::parse_precision(c.precision, "bench train"));
   nn::ModelConfig mc;
   mc.vocab_size = c.vocab;
   mc.d_model = c.d_model;
@@ -66,7 +69,7 @@ void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& 
   bench::JsonLine line;
   line.add("bench", "train").add("model", name).add("device", device.str()).add("params", model.num_parameters());
   line.add("V", c.vocab).add("d", c.d_model).add("L", c.layers).add("H", c.heads).add("B", c.batch).add("T", c.seq);
-  line.add("step_ms", ms).add("tok_s", static_cast<double>(c.batch * c.seq) / ms * 1000.0);
+  line.add("precision", c.precision).add("step_ms", ms).add("tok_s", static_cast<double>(c.batch * c.seq) / ms * 1000.0);
   if (device.is_cuda()) line.add("peak_gib", static_cast<double>(cuda::memory_stats(device.index).peak) / (1 << 30));
   out.write(line);
 }
@@ -85,6 +88,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("repeats", &c.repeats, "timed steps (the median is reported)");
   flags.add("warmup", &c.warmup, "untimed steps first");
   flags.add("out", &c.out, "also write the JSON lines to this file");
+  flags.add_choice("precision", &c.precision, {"fp32", "bf16"}, "bf16: the products in bfloat16 (nn/precision.h)");
   if (!flags.parse(args)) return 0;
   fill_standard(c, Device::parse(c.device).is_cuda());
   bench::JsonLinesOut out(c.out);

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "nn/precision.h"
+
 namespace linea::train {
 
 namespace {
@@ -37,7 +39,7 @@ const std::map<std::string, Binding>& bindings() {
       {"min_lr", bind_field(&O::min_lr)}, {"warmup", bind_field(&O::warmup)}, {"schedule", bind_field(&O::schedule)},
       {"weight_decay", bind_field(&O::weight_decay)}, {"beta1", bind_field(&O::beta1)}, {"beta2", bind_field(&O::beta2)},
       {"eps", bind_field(&O::eps)}, {"momentum", bind_field(&O::momentum)}, {"clip", bind_field(&O::clip)}, {"seed", bind_field(&O::seed)},
-      {"device", bind_field(&O::device)}, {"out", bind_field(&O::out)}, {"eval_every", bind_field(&O::eval_every)},
+      {"device", bind_field(&O::device)}, {"precision", bind_field(&O::precision)}, {"out", bind_field(&O::out)}, {"eval_every", bind_field(&O::eval_every)},
       {"eval_batches", bind_field(&O::eval_batches)}, {"log_every", bind_field(&O::log_every)},
       {"save_every", bind_field(&O::save_every)}, {"sample_tokens", bind_field(&O::sample_tokens)}, {"prompt", bind_field(&O::prompt)},
       {"drop_unknown", bind_field(&O::drop_unknown)},
@@ -54,7 +56,7 @@ bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> run_control = {"steps", "device", "out", "eval_every", "eval_batches", "log_every",
                                                     "save_every", "sample_tokens", "prompt", "drop_unknown",
                                                     "temperature", "top_k", "top_p", "cache_dir", "data",
-                                                    "merge_lora"};
+                                                    "merge_lora", "precision"};
   return run_control.count(key) > 0;
 }
 
@@ -125,6 +127,7 @@ void TrainOptions::validate() const {
               "--eval-every, --save-every and --eval-batches must be >= 0");
   LINEA_CHECK(optimizer == "adamw" || optimizer == "sgd", "train", "--optimizer must be adamw or sgd, got ", optimizer);
   LINEA_CHECK(!out.empty(), "train", "--out must name a directory");
+  nn::parse_precision(precision, "train");
   LINEA_CHECK(lora_rank >= 0, "train", "--lora-rank must be >= 0 (0: no LoRA), got ", lora_rank);
   LINEA_CHECK(std::isfinite(lora_alpha) && lora_alpha > 0, "train", "--lora-alpha must be positive, got ", lora_alpha);
   if (lora_rank > 0) nn::LoraConfig{.rank = lora_rank, .alpha = lora_alpha, .targets = lora_targets}.validate();

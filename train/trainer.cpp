@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "nn/precision.h"
 #include "train/adamw.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
@@ -136,6 +137,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   TrainOptions o = options;
   o.validate();
   const Device device = Device::parse(o.device);
+  const nn::PrecisionScope precision(nn::parse_precision(o.precision, "train"));  // for every forward below
   const std::optional<ResumePoint> resume = find_resume_point(o);
   Progress progress(o.steps, o.log_every, out);
 

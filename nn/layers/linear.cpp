@@ -4,6 +4,7 @@
 
 #include "nn/init.h"
 #include "nn/layers/check.h"
+#include "nn/precision.h"
 
 namespace linea::nn {
 
@@ -35,8 +36,9 @@ Tensor Linear::forward(const Tensor& x) const {
 
 Tensor Linear::forward_without_bias(const Tensor& x) const {
   check_last_dim(x, in_features(), "Linear");
-  // matmul folds the leading dims into the rows of one GEMM against the shared W^T.
-  const Tensor y = matmul(x, t(weight));
+  // matmul folds the leading dims into the rows of one GEMM against the shared W^T; in bfloat16
+  // under --precision bf16 (nn/precision.h).
+  const Tensor y = linear_product(x, weight);
   return lora ? y + lora->forward(x) : y;
 }
 

@@ -81,11 +81,12 @@ TEST(Trainer, SameSeedSameLosses) {
   EXPECT_LT(a.valid_loss, std::log(static_cast<double>(30)));  // better than uniform over the characters
 }
 
-TEST(Trainer, ResumeIsBitwiseIdentical) {
+void expect_bitwise_resume(const std::string& precision) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
   TrainOptions full = tiny_options(dir, "full");
+  full.precision = precision;
   full.dropout = 0.1;  // the dropout stream must resume too
   train_model(full, null);
 
@@ -106,6 +107,46 @@ TEST(Trainer, ResumeIsBitwiseIdentical) {
   train_model(resumed, null);
   std::fclose(null);
   EXPECT_EQ(logged_losses(full.out), logged_losses(first.out));
+}
+
+TEST(Trainer, ResumeIsBitwiseIdentical) { expect_bitwise_resume("fp32"); }
+// The master weights and the optimizer state are float32 in a bf16 run as well, and they are
+// what the checkpoint holds: the bfloat16 copies are made again from them each step.
+TEST(Trainer, Bf16ResumeIsBitwiseIdentical) { expect_bitwise_resume("bf16"); }
+
+// --precision bf16 (nn/precision.h) follows the float32 run: the same data and initial weights,
+// the products rounded to bfloat16. Over 300 steps of the tiny model each step's loss stays within
+// 1% of the float32 run's (measured: 0.08% at most), and the runs do differ at nearly every step
+// (the setting takes effect: the products are rounded).
+TEST(Trainer, Bf16LossesFollowTheFp32Run) {
+  TempDir dir;
+  write_corpus(dir);
+  std::FILE* null = quiet();
+  TrainOptions o = tiny_options(dir, "fp32");
+  o.steps = 300;
+  o.warmup = 10;
+  o.eval_every = 0;
+  o.save_every = 0;
+  o.sample_tokens = 0;
+  train_model(o, null);
+  o.precision = "bf16";
+  o.out = dir / "bf16";
+  train_model(o, null);
+  std::fclose(null);
+  const auto fp32 = logged_losses(dir / "fp32"), bf16 = logged_losses(dir / "bf16");
+  ASSERT_EQ(fp32.size(), 300u);
+  ASSERT_EQ(bf16.size(), 300u);
+  double largest = 0;
+  int differ = 0;
+  for (const auto& [step, text] : fp32) {
+    const double a = std::stod(text), b = std::stod(bf16.at(step));
+    largest = std::max(largest, std::abs(b - a) / a);
+    differ += a != b;
+  }
+  EXPECT_LT(largest, 0.01);
+  EXPECT_GT(differ, 250);
+  std::printf("bf16 vs fp32 over 300 steps: largest relative loss difference %.4f, %d steps differ\n", largest, differ);
+  EXPECT_LT(std::stod(bf16.at(300)), std::stod(bf16.at(1)) - 0.5);  // and it learns
 }
 
 // A stop request (what `linea train` makes of Ctrl-C) ends the run at a checkpoint of its last

@@ -1,0 +1,31 @@
+#include "nn/precision.h"
+
+#include "autograd/ops.h"
+#include "nn/names.h"
+
+namespace linea::nn {
+
+namespace {
+
+thread_local Precision t_precision = Precision::Float32;
+
+const names::Table<Precision> kPrecisionNames[] = {{Precision::Float32, "fp32"}, {Precision::BFloat16, "bf16"}};
+
+}  // namespace
+
+std::string precision_name(Precision precision) { return names::name_in(kPrecisionNames, precision); }
+Precision parse_precision(const std::string& name, const char* op) {
+  return names::parse_in(kPrecisionNames, name, op, "precision");
+}
+
+Precision product_precision() { return t_precision; }
+
+PrecisionScope::PrecisionScope(Precision precision) : previous_(t_precision) { t_precision = precision; }
+PrecisionScope::~PrecisionScope() { t_precision = previous_; }
+
+Tensor linear_product(const Tensor& x, const Tensor& weight) {
+  if (t_precision == Precision::Float32 || x.dtype() != kFloat32) return matmul(x, t(weight));
+  return to(matmul(to(x, kBFloat16), t(to(weight, kBFloat16))), kFloat32);
+}
+
+}  // namespace linea::nn

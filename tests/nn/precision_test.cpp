@@ -1,0 +1,98 @@
+// Mixed precision (nn/precision.h): under a bf16 scope a Linear layer and the tied LM head compute
+// their products from bfloat16-rounded inputs and weights (checked against the product written out
+// here, on fresh random values), the weights stay float32 and receive float32 gradients, float64
+// layers ignore the setting, the scope nests and restores, and a bad name is a clear error.
+#include <random>
+
+#include "nn/layers/linear.h"
+#include "nn/model.h"
+#include "nn/precision.h"
+#include "tests/test_util.h"
+
+namespace linea::nn {
+namespace {
+
+using linea::testing::all_close;
+
+Tensor rounded(const Tensor& x) { return to(to(x, kBFloat16), kFloat32); }
+
+TEST(Precision, Bf16LinearRoundsItsInputAndWeightOnly) {
+  Generator gen(std::random_device{}());
+  Linear layer(48, 24, gen);
+  const Tensor x = randn({3, 5, 48}, kFloat32, &gen);
+  const Tensor fp32 = layer.forward(x);
+  Tensor bf16;
+  {
+    const PrecisionScope scope(Precision::BFloat16);
+    EXPECT_EQ(product_precision(), Precision::BFloat16);
+    bf16 = layer.forward(x);
+  }
+  EXPECT_EQ(product_precision(), Precision::Float32);
+  EXPECT_EQ(bf16.dtype(), kFloat32);
+  // The product of the rounded operands (exact in float64), rounded once, plus the float32 bias.
+  const Tensor exact = matmul(to(rounded(x), kFloat64), t(to(rounded(layer.weight), kFloat64)));
+  EXPECT_TRUE(all_close(bf16, rounded(to(exact, kFloat32)) + layer.bias, 1e-2, 1e-3));
+  EXPECT_TRUE(all_close(bf16, fp32, 3e-2, 3e-2));
+  EXPECT_FALSE(all_close(bf16, fp32, 1e-5, 1e-6));  // rounded: not the float32 result
+}
+
+TEST(Precision, WeightsStayFloat32AndGetFloat32Gradients) {
+  Generator gen(std::random_device{}());
+  Linear layer(32, 16, gen);
+  const Tensor x = randn({8, 32}, kFloat32, &gen), dy = randn({8, 16}, kFloat32, &gen);
+  std::vector<Tensor> g32, g16;
+  g32 = grad(layer.forward(x), {layer.weight, layer.bias}, dy);
+  {
+    const PrecisionScope scope(Precision::BFloat16);
+    g16 = grad(layer.forward(x), {layer.weight, layer.bias}, dy);
+  }
+  EXPECT_EQ(layer.weight.dtype(), kFloat32);
+  EXPECT_EQ(g16[0].dtype(), kFloat32);
+  // dW = bf16(dy)^T bf16(x), rounded; the bias gradient skips the product: equal to float32's.
+  EXPECT_TRUE(all_close(g16[0], matmul(t(rounded(dy)), rounded(x)), 1e-2, 1e-3));
+  EXPECT_TRUE(all_close(g16[1], g32[1], 0, 0));
+  EXPECT_TRUE(all_close(g16[0], g32[0], 3e-2, 3e-2));
+}
+
+TEST(Precision, Float64IgnoresTheScopeAndScopesNest) {
+  Generator gen(std::random_device{}());
+  Linear layer(12, 7, gen);
+  layer.to(kFloat64);
+  const Tensor x = randn({4, 12}, kFloat64, &gen);
+  const Tensor expected = layer.forward(x);
+  {
+    const PrecisionScope outer(Precision::BFloat16);
+    EXPECT_TRUE(all_close(layer.forward(x), expected, 0, 0));
+    {
+      const PrecisionScope inner(Precision::Float32);
+      EXPECT_EQ(product_precision(), Precision::Float32);
+    }
+    EXPECT_EQ(product_precision(), Precision::BFloat16);
+  }
+  EXPECT_EQ(parse_precision("bf16", "test"), Precision::BFloat16);
+  EXPECT_EQ(precision_name(Precision::Float32), "fp32");
+  EXPECT_LINEA_ERROR(parse_precision("fp16", "train"), "train", "unknown precision 'fp16'", "fp32, bf16");
+}
+
+TEST(Precision, TheTiedHeadRunsInBf16Too) {
+  ModelConfig c;
+  c.vocab_size = 40;
+  c.d_model = 16;
+  c.heads = 2;
+  c.pattern = "RS";
+  Generator gen(std::random_device{}());
+  LanguageModel model(c, gen);
+  const Tensor tokens = randint(0, 40, {2, 9}, kCPU, &gen);
+  const Tensor fp32 = model.forward(tokens);
+  Tensor bf16;
+  {
+    const PrecisionScope scope(Precision::BFloat16);
+    bf16 = model.forward(tokens);
+  }
+  EXPECT_EQ(bf16.dtype(), kFloat32);
+  EXPECT_TRUE(all_close(bf16, fp32, 5e-2, 5e-2));
+  EXPECT_FALSE(all_close(bf16, fp32, 1e-5, 1e-6));
+}
+
+}  // namespace
+}  // namespace linea::nn
