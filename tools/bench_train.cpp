@@ -13,6 +13,7 @@
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/train_flags.h"
 #include "train/adamw.h"
 #include "train/train_step.h"
 
@@ -88,7 +89,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("repeats", &c.repeats, "timed steps (the median is reported)");
   flags.add("warmup", &c.warmup, "untimed steps first");
   flags.add("out", &c.out, "also write the JSON lines to this file");
-  flags.add_choice("precision", &c.precision, {"fp32", "bf16"}, "bf16: the products in bfloat16 (nn/precision.h)");
+  add_precision_flag(flags, c.precision);
   if (!flags.parse(args)) return 0;
   fill_standard(c, Device::parse(c.device).is_cuda());
   bench::JsonLinesOut out(c.out);

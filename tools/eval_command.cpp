@@ -5,6 +5,8 @@
 
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/train_flags.h"
+#include "nn/precision.h"
 #include "nn/json.h"
 #include "train/choices.h"
 #include "train/corpus.h"
@@ -39,6 +41,7 @@ int run_choices(const train::SavedModel& saved, const std::string& path, int64_t
 
 int run(const std::string& program, std::span<const std::string> args) {
   std::string checkpoint, data, split = "test", device = "cpu", tokenizer_file, cache_dir, choices, out;
+  std::string precision = "fp32";
   int64_t batch = 16, seq = 0, shots = 0;
   uint64_t seed = 0;
   bool use_default_data = false;
@@ -50,6 +53,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("batch", &batch, "sequences per batch");
   flags.add("seq", &seq, "tokens per sequence; 0: the run's");
   flags.add("device", &device, "cpu, cuda or cuda:N");
+  add_precision_flag(flags, precision);
   flags.add("tokenizer-file", &tokenizer_file, "must be the checkpoint's own tokenizer (checked)");
   flags.add("cache-dir", &cache_dir, "cache of encoded corpora; empty: default; 'none': no cache");
   flags.add("choices", &choices,
@@ -66,6 +70,7 @@ int run(const std::string& program, std::span<const std::string> args) {
     flags.fail("--shots, --seed and --out go with --choices");
 
   const Device dev = Device::parse(device);
+  const nn::PrecisionScope precision_scope(nn::parse_precision(precision, "eval"));
   const train::SavedModel saved = train::load_saved_model(checkpoint, dev);
   if (!choices.empty()) return run_choices(saved, choices, shots, seed, dev, out);
   train::TrainOptions run_options;

@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "nn/precision.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/train_flags.h"
 #include "train/file_io.h"
 #include "train/generate.h"
 #include "train/prompt.h"
@@ -55,7 +57,7 @@ std::string appended_text(const train::Tokenizer& tokenizer, int64_t previous, i
 }
 
 struct Config {
-  std::string checkpoint, prompt = "\n", prompts_file, device = "cpu";
+  std::string checkpoint, prompt = "\n", prompts_file, device = "cpu", precision = "fp32";
   int64_t num_samples = 1;
   bool drop_unknown = false;
   train::SampleOptions sample;
@@ -83,6 +85,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("top-p", &o.top_p, "sample from the smallest set of tokens whose probability reaches p");
   flags.add("seed", &o.seed, "seed of the sampling");
   flags.add("device", &c.device, "cpu, cuda or cuda:N");
+  add_precision_flag(flags, c.precision);
   flags.add("graph", &o.graph,
             "on CUDA, replay each decode step as a CUDA graph where the model allows (recurrent layers; "
             "--no-graph: queue every kernel); the tokens are the same");
@@ -96,6 +99,7 @@ int run(const std::string& program, std::span<const std::string> args) {
       c.prompts_file.empty() ? std::vector<std::string>{c.prompt} : read_prompts(c.prompts_file);
 
   const Device dev = Device::parse(c.device);
+  const nn::PrecisionScope precision_scope(nn::parse_precision(c.precision, "generate"));
   train::SavedModel saved = train::load_saved_model(c.checkpoint, dev);
   const train::Tokenizer& tokenizer = *saved.tokenizer;
   // Every prompt checked, under the name the user knows it by, before any work.

@@ -38,9 +38,7 @@ void add_lora_flags(Flags& f, train::TrainOptions& o) {
 void add_run_flags(Flags& f, train::TrainOptions& o) {
   f.add("seed", &o.seed, "seed of weights, batches, dropout and the sample");
   f.add("device", &o.device, "cpu, cuda or cuda:N");
-  f.add_choice("precision", &o.precision, {"fp32", "bf16"},
-               "bf16: the Linear layers' and the LM head's products in bfloat16 (float32 accumulation, float32 "
-               "master weights and everything else)");
+  add_precision_flag(f, o.precision);
   f.add("out", &o.out, "run directory: checkpoints and log.jsonl");
   f.add("resume", &o.resume, "continue the run in --out from its latest checkpoint");
   f.add("eval-every", &o.eval_every, "steps between validation checks; 0: only at the end");
@@ -54,6 +52,12 @@ void add_run_flags(Flags& f, train::TrainOptions& o) {
   f.add("temperature", &o.temperature, "sampling temperature");
   f.add("top-k", &o.top_k, "sample among the k most likely tokens; 0: all");
   f.add("top-p", &o.top_p, "nucleus sampling threshold");
+}
+
+void add_precision_flag(Flags& f, std::string& precision) {
+  f.add_choice("precision", &precision, {"fp32", "bf16"},
+               "bf16: the Linear layers' and the LM head's products in bfloat16 (float32 accumulation; float32 "
+               "master weights, optimizer state and everything between the products)");
 }
 
 std::string to_flag_name(std::string key) {

@@ -14,6 +14,9 @@ void add_optimization_flags(Flags& f, train::TrainOptions& o);  // steps, batch,
 void add_lora_flags(Flags& f, train::TrainOptions& o);          // lora-rank, lora-alpha, lora-targets, merge-lora
 void add_run_flags(Flags& f, train::TrainOptions& o);           // seed, device, out, resume, evaluation, sample
 
+// --precision fp32|bf16 (nn/precision.h), for train, linearize, eval, generate and bench train.
+void add_precision_flag(Flags& f, std::string& precision);
+
 // "lora_rank" -> "lora-rank": an option's JSON key as its flag is spelled.
 std::string to_flag_name(std::string key);
 
