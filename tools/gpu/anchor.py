@@ -5,7 +5,8 @@
 #                    shapes (torch_bench.bench_kernel, as `linea bench scan --what kernel`), and its
 #                    peak memory;
 #   softmax_eager, softmax_compile, regla_eager, regla_compile
-#                    the standard training step (fla's chunk_gla for ReGLA);
+#                    the standard training step (fla's chunk_gla for ReGLA); softmax_bf16_eager and
+#                    the like: the same under torch.autocast(bfloat16);
 #   decode           ../shared/bench/decode_graph_bench.py's batch-1 greedy decode with each step
 #                    captured in a CUDA graph, softmax and ReGLA, 512, 2k and 8k tokens from
 #                    position 0 (as `linea bench decode`'s decode_b1 at those contexts).
@@ -55,14 +56,11 @@ for what in sys.argv[1].split(","):
     elif what == "gla_kernel":
         for T in (1024, 4096, 16384):
             gla_kernel(T)
-    elif what == "softmax_eager":
-        tb.bench_train("softmax", "-", "fp32", False, cfg)
-    elif what == "softmax_compile":
-        tb.bench_train("softmax", "-", "fp32", True, cfg)
-    elif what == "regla_eager":
-        tb.bench_train("regla", "fla", "fp32", False, cfg)
-    elif what == "regla_compile":
-        tb.bench_train("regla", "fla", "fp32", True, cfg)
+    elif what.split("_")[0] in ("softmax", "regla") and what.split("_")[-1] in ("eager", "compile"):
+        # softmax_eager, regla_compile, ..., and with _bf16_ in the middle (softmax_bf16_compile):
+        # the same step under torch.autocast(bfloat16), as `linea bench train --precision bf16`.
+        attn, prec, mode = what.split("_")[0], "bf16" if "_bf16_" in what else "fp32", what.split("_")[-1]
+        tb.bench_train(attn, "fla" if attn == "regla" else "-", prec, mode == "compile", cfg)
     elif what == "decode":
         for attn in ("softmax", "regla"):
             for n in (512, 2048, 8192):
