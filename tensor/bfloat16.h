@@ -20,25 +20,17 @@ namespace linea {
 
 namespace bf16_detail {
 
-LINEA_HD uint32_t bits_of(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
+// The same bytes read as another type (std::bit_cast, which nvcc's device code lacks; memcpy of
+// a register-sized value compiles to a plain move on both sides).
+template <class To, class From>
+LINEA_HD To same_bits(From x) {
+  static_assert(sizeof(To) == sizeof(From));
+  To y;
+  memcpy(&y, &x, sizeof y);
+  return y;
 }
-
-LINEA_HD float float_of(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
+LINEA_HD uint32_t bits_of(float f) { return same_bits<uint32_t>(f); }
+LINEA_HD float float_of(uint32_t u) { return same_bits<float>(u); }
 
 // float32 -> bfloat16 bits, to nearest even: add just under half of the dropped part's unit, plus
 // one when the kept part is odd, and truncate. A carry out of the mantissa bumps the exponent,
