@@ -147,6 +147,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // ---- linear algebra ----
 // a (..., M, K) @ b (..., K, N) with batch broadcasting; a 1-D operand is a vector as in NumPy.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// matmul for mixed precision (nn/precision.h): a and b (float32 or bfloat16) rounded to bfloat16,
+// the products accumulated in float32, the result float32 (never rounded to bfloat16). Its
+// gradients are float32 and themselves such products (of the gradient rounded to bfloat16).
+Tensor matmul_bf16(const Tensor& a, const Tensor& b);
 
 // ---- softmax family and losses ----
 Tensor softmax(const Tensor& x, int64_t dim = -1);

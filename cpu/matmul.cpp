@@ -25,7 +25,7 @@ CBLAS_TRANSPOSE flag(const matmul_layout::Operand& op) { return op.transposed ? 
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) const {
-  if (out.dtype() == kBFloat16) {  // the reference: float32 products, rounded once
+  if (a_in.dtype() == kBFloat16) {  // the reference: float32 products (rounded once for a bfloat16 out)
     const Tensor result = float32_result(out);
     matmul(widened(*this, a_in), widened(*this, b_in), result);
     narrow_into(*this, result, out);

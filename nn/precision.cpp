@@ -25,7 +25,7 @@ PrecisionScope::~PrecisionScope() { t_precision = previous_; }
 
 Tensor linear_product(const Tensor& x, const Tensor& weight) {
   if (t_precision == Precision::Float32 || x.dtype() != kFloat32) return matmul(x, t(weight));
-  return to(matmul(to(x, kBFloat16), t(to(weight, kBFloat16))), kFloat32);
+  return matmul_bf16(x, t(weight));
 }
 
 }  // namespace linea::nn

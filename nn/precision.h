@@ -4,8 +4,8 @@
 // bfloat16 product with float32 accumulation (the bfloat16 tensor cores on CUDA; the CPU computes
 // the same in float32 and rounds, as a reference) and the result is widened back to float32:
 //   - the weights stay float32 master copies: the optimizer and its state see only float32;
-//   - the gradients come back through to() (autograd/ops/views.cpp), so the backward's products
-//     (dy W and dy^T x) run in bfloat16 too, and the weight gradients arrive in float32;
+//   - the backward's products (dy W and dy^T x, dy rounded to bfloat16) run the same way, and
+//     the gradients arrive in float32;
 //   - everything between the products (norms, softmax and linear attention, the scans, the
 //     cross-entropy, the gradient norm) computes in float32.
 // bfloat16 keeps float32's exponent range, so no gradient underflows where float32's would not:

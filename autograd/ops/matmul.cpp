@@ -15,20 +15,38 @@ Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
   return batch;
 }
 
-// a (..., M, K) @ b (..., K, N), both at least 2-D.
-Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
+// t as a bfloat16 tensor outside the graph (t itself when it already is). A transposed contiguous
+// matrix (Linear's t(W)) keeps that layout, so the product still reads it as a transpose flag.
+Tensor as_bfloat16(const Tensor& t) {
+  if (t.dtype() == kBFloat16) return t;
+  const bool transposed_matrix = t.dim() == 2 && t.stride(0) == 1 && t.stride(1) == t.size(0) && t.size(0) > 1;
+  const Tensor source = transposed_matrix ? transpose(t, 0, 1) : t;
+  Tensor out = empty(source.shape(), kBFloat16, source.device());
+  backend_for(source).copy(source, out);
+  return transposed_matrix ? transpose(out, 0, 1) : out;
+}
+
+// a (..., M, K) @ b (..., K, N), both at least 2-D. bf16: the operands rounded to bfloat16 and
+// the result float32 (matmul_bf16); its gradients are products of the same kind.
+Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, bool bf16) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  LINEA_CHECK(b.size(-2) == k, "matmul", "inner sizes differ: ", a.describe(), " @ ", b.describe());
-  const Shape batch = broadcast_shapes(batch_of(a), batch_of(b), "matmul");
-  Tensor y = empty(with_matrix(batch, m, n), a.dtype(), a.device());
-  backend_for(a).matmul(broadcast_view(a, with_matrix(batch, m, k), "matmul"),
-                        broadcast_view(b, with_matrix(batch, k, n), "matmul"), y);
+  const char* op = bf16 ? "matmul_bf16" : "matmul";
+  LINEA_CHECK(b.size(-2) == k, op, "inner sizes differ: ", a.describe(), " @ ", b.describe());
+  const Shape batch = broadcast_shapes(batch_of(a), batch_of(b), op);
+  const Tensor a_op = bf16 ? as_bfloat16(a) : a, b_op = bf16 ? as_bfloat16(b) : b;
+  Tensor y = empty(with_matrix(batch, m, n), bf16 ? kFloat32 : a.dtype(), a.device());
+  backend_for(a).matmul(broadcast_view(a_op, with_matrix(batch, m, k), op),
+                        broadcast_view(b_op, with_matrix(batch, k, n), op), y);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  const auto product = bf16 ? matmul_bf16 : static_cast<Tensor (*)(const Tensor&, const Tensor&)>(matmul);
   // forward was y = a b, so: ga = gy b^T and gb = a^T gy, each summed over broadcast batch dims.
-  return record("matmul", {a, b}, y, [as = SavedTensor(a), bs = SavedTensor(b), need_a, need_b](const Tensor& gy) -> Grads {
+  // (The bf16 product saves the rounded operands: half the bytes, and the backward's rounding of
+  // them is then no work.)
+  return record(op, {a, b}, y, [as = SavedTensor(a_op), bs = SavedTensor(b_op), need_a, need_b, product,
+                                a_shape = a.shape(), b_shape = b.shape()](const Tensor& gy) -> Grads {
     const Tensor a = as.get(), b = bs.get();
     Tensor ga, gb;
-    if (need_a) ga = sum_to(matmul(gy, transpose(b, -1, -2)), a.shape());
+    if (need_a) ga = sum_to(product(gy, transpose(b, -1, -2)), a_shape);
     if (need_b) {
       if (b.dim() == 2 && a.dim() > 2) {
         // A weight shared by the whole batch: one (K, rows) @ (rows, N) product, not a batch of
@@ -37,26 +55,41 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
         // arrives contiguous instead of as a transposed view to be copied.
         const Tensor a2 = reshape(a, {-1, a.size(-1)}), g2 = reshape(gy, {-1, gy.size(-1)});
         const bool transposed_weight = b.stride(0) == 1 && b.stride(1) == b.size(0) && b.size(0) > 1;
-        gb = transposed_weight ? t(matmul(t(g2), a2)) : matmul(t(a2), g2);
+        gb = transposed_weight ? t(product(t(g2), a2)) : product(t(a2), g2);
       } else {
-        gb = sum_to(matmul(transpose(a, -1, -2), gy), b.shape());
+        gb = sum_to(product(transpose(a, -1, -2), gy), b_shape);
       }
     }
     return {ga, gb};
   });
 }
 
+// Vectors as in NumPy: a (K) is a row (1, K), b (K) a column (K, 1); the added dim is removed.
+Tensor matmul_any(const Tensor& a, const Tensor& b, bool bf16) {
+  const char* op = bf16 ? "matmul_bf16" : "matmul";
+  if (bf16) {  // float32 and bfloat16 mix here (a backward's float32 gradient with a saved operand)
+    check_defined(a, op);
+    check_defined(b, op);
+    LINEA_CHECK(a.device() == b.device(), op, "tensors are on different devices: ", a.describe(), " and ", b.describe());
+  } else {
+    check_compatible(a, b, op);
+  }
+  LINEA_CHECK(a.dim() >= 1 && b.dim() >= 1, op, "needs at least 1-D operands, got ", a.describe(), " @ ",
+              b.describe());
+  if (a.dim() == 1 && b.dim() == 1) return reshape(matmul_2d_or_more(unsqueeze(a, 0), unsqueeze(b, 1), bf16), {});
+  if (a.dim() == 1) return squeeze(matmul_2d_or_more(unsqueeze(a, 0), b, bf16), -2);
+  if (b.dim() == 1) return squeeze(matmul_2d_or_more(a, unsqueeze(b, 1), bf16), -1);
+  return matmul_2d_or_more(a, b, bf16);
+}
+
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_compatible(a, b, "matmul");
-  LINEA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "needs at least 1-D operands, got ", a.describe(), " @ ",
-              b.describe());
-  // Vectors as in NumPy: a (K) is a row (1, K), b (K) a column (K, 1); the added dim is removed.
-  if (a.dim() == 1 && b.dim() == 1) return reshape(matmul_2d_or_more(unsqueeze(a, 0), unsqueeze(b, 1)), {});
-  if (a.dim() == 1) return squeeze(matmul_2d_or_more(unsqueeze(a, 0), b), -2);
-  if (b.dim() == 1) return squeeze(matmul_2d_or_more(a, unsqueeze(b, 1)), -1);
-  return matmul_2d_or_more(a, b);
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_any(a, b, false); }
+
+Tensor matmul_bf16(const Tensor& a, const Tensor& b) {
+  LINEA_CHECK((a.dtype() == kFloat32 || a.dtype() == kBFloat16) && (b.dtype() == kFloat32 || b.dtype() == kBFloat16),
+              "matmul_bf16", "takes float32 or bfloat16 operands, got ", a.describe(), " @ ", b.describe());
+  return matmul_any(a, b, true);
 }
 
 }  // namespace linea

@@ -29,7 +29,8 @@ constexpr int64_t kMaxBatchPerCall = 65535;
 
 struct Gemm {
   cublasHandle_t handle;
-  cudaDataType type;
+  cudaDataType type;    // of a and b
+  cudaDataType c_type;  // of out: type, or float32 for a bfloat16 product widened as it is stored
   cublasComputeType_t compute;
   const void* one;
   const void* zero;
@@ -38,16 +39,16 @@ struct Gemm {
 // out (m, n) row-major, ldc = n, batch of them `stride_c` apart; a (m, k), b (k, n).
 void gemm_batched(const Gemm& g, const matmul_layout::Operand& la, const matmul_layout::Operand& lb, int64_t m,
                   int64_t n, int64_t k, const void* a, int64_t stride_a, const void* b, int64_t stride_b, void* c,
-                  int64_t stride_c, int64_t batch, size_t elem) {
+                  int64_t stride_c, int64_t batch, size_t elem, size_t out_elem) {
   for (int64_t first = 0; first < batch; first += kMaxBatchPerCall) {
     const int64_t count = std::min(kMaxBatchPerCall, batch - first);
     const char* pa = static_cast<const char*>(a) + first * stride_a * static_cast<int64_t>(elem);
     const char* pb = static_cast<const char*>(b) + first * stride_b * static_cast<int64_t>(elem);
-    char* pc = static_cast<char*>(c) + first * stride_c * static_cast<int64_t>(elem);
+    char* pc = static_cast<char*>(c) + first * stride_c * static_cast<int64_t>(out_elem);
     LINEA_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(g.handle, lb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
                                                      la.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, g.one, pb,
                                                      g.type, lb.ld, stride_b, pa, g.type, la.ld, stride_a, g.zero,
-                                                     pc, g.type, n, stride_c, count, g.compute, CUBLAS_GEMM_DEFAULT),
+                                                     pc, g.c_type, n, stride_c, count, g.compute, CUBLAS_GEMM_DEFAULT),
                        "matmul", "m=", m, " n=", n, " k=", k, " batch=", count, " lda=", la.ld, " ldb=", lb.ld);
   }
 }
@@ -62,19 +63,25 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   use_device(device_);
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
-  Gemm g{cublas_handle(device_), CUDA_R_32F, CUBLAS_COMPUTE_32F, &one_f, &zero_f};
-  if (out.dtype() == kFloat64) g = {g.handle, CUDA_R_64F, CUBLAS_COMPUTE_64F, &one_d, &zero_d};
-  else if (out.dtype() == kBFloat16) g.type = CUDA_R_16BF;  // bfloat16 tensor cores, float32 accumulation
-  else if (out.dtype() != kFloat32) fail("matmul", "expected a floating dtype, got ", dtype_name(out.dtype()));
-  else if (tf32_enabled()) g.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  const size_t elem = dtype_size(out.dtype());
+  Gemm g{cublas_handle(device_), CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, &one_f, &zero_f};
+  if (out.dtype() == kFloat64) {
+    g = {g.handle, CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, &one_d, &zero_d};
+  } else if (a.dtype() == kBFloat16) {  // bfloat16 tensor cores, float32 accumulation
+    g.type = CUDA_R_16BF;
+    g.c_type = out.dtype() == kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
+  } else if (out.dtype() != kFloat32) {
+    fail("matmul", "expected a floating dtype, got ", dtype_name(out.dtype()));
+  } else if (tf32_enabled()) {
+    g.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  const size_t elem = dtype_size(a.dtype()), out_elem = dtype_size(out.dtype());
 
   // A weight shared across the batch: one (batch*m, k) x (k, n) GEMM.
   const int64_t row_stride =
       batch > 1 && matmul_layout::shared_across_batch(b) ? matmul_layout::collapsed_row_stride(a) : 0;
   if (row_stride > 0) {
     gemm_batched(g, {true, false, row_stride}, lb, batch * m, n, k, a.raw_data(), 0, b.raw_data(), 0, out.raw_data(), 0,
-                 1, elem);
+                 1, elem, out_elem);
     return;
   }
 
@@ -103,8 +110,8 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
       return static_cast<const char*>(t.raw_data()) + off * static_cast<int64_t>(elem);
     };
     gemm_batched(g, la, lb, m, n, k, at(a, off_a), runs.strides[1][inner], at(b, off_b), runs.strides[2][inner],
-                 static_cast<char*>(out.raw_data()) + off_c * static_cast<int64_t>(elem), runs.strides[0][inner],
-                 runs.sizes[inner], elem);
+                 static_cast<char*>(out.raw_data()) + off_c * static_cast<int64_t>(out_elem), runs.strides[0][inner],
+                 runs.sizes[inner], elem, out_elem);
   }
 }
 

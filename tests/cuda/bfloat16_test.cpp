@@ -87,6 +87,29 @@ TEST(CudaBFloat16, MatmulOnTheTensorCoresWithinTheBound) {
   }
 }
 
+// matmul_bf16 (mixed precision's product, float32 result) on cuBLAS against the bound without the
+// final rounding, and its gradients against the CPU's.
+TEST(CudaBFloat16, WideningProductAndItsGradients) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  const Tensor x = random_normal({4, 33, 200}, kFloat32, seed), w = random_normal({72, 200}, kFloat32, seed + 1);
+  const Tensor dy = random_normal({4, 33, 72}, kFloat32, seed + 2);
+  auto run = [&](Device device) {
+    const Tensor xd = detach(to(x, device)).requires_grad_(), wd = detach(to(w, device)).requires_grad_();
+    const Tensor y = matmul_bf16(xd, t(wd));
+    std::vector<Tensor> out = grad(y, {xd, wd}, to(dy, device));
+    out.insert(out.begin(), y);
+    return out;
+  };
+  const auto cpu = run(kCPU), gpu_out = run(gpu());
+  const Tensor x16 = to(x, kBFloat16), w16 = to(w, kBFloat16), dy16 = to(dy, kBFloat16);
+  EXPECT_EQ(gpu_out[0].dtype(), kFloat32);
+  EXPECT_TRUE(within_bf16_matmul_bound(gpu_out[0], x16, t(w16)));
+  EXPECT_TRUE(within_bf16_matmul_bound(gpu_out[1], dy16, w16));
+  EXPECT_TRUE(within_bf16_matmul_bound(gpu_out[2], t(reshape(dy16, {-1, 72})), reshape(x16, {-1, 200})));
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_TRUE(matches_cpu(gpu_out[i], cpu[i], 1e-3, 1e-3)) << i;
+}
+
 // Mixed precision as a Linear layer would run it: float32 tensors, the product in bfloat16; the
 // gradients come back in float32 through to() and are bfloat16 products themselves.
 TEST(CudaBFloat16, GradientsThroughABfloat16Product) {

@@ -1,6 +1,7 @@
 // Mixed precision (nn/precision.h): under a bf16 scope a Linear layer and the tied LM head compute
-// their products from bfloat16-rounded inputs and weights (checked against the product written out
-// here, on fresh random values), the weights stay float32 and receive float32 gradients, float64
+// their products from bfloat16-rounded inputs and weights with float32 results (checked against
+// the product written out here, on fresh random values), matmul_bf16's gradients are the same
+// kind of product at any rank and through broadcasting, the weights stay float32 and receive float32 gradients, float64
 // layers ignore the setting, the scope nests and restores, and a bad name is a clear error.
 #include <random>
 
@@ -29,9 +30,8 @@ TEST(Precision, Bf16LinearRoundsItsInputAndWeightOnly) {
   }
   EXPECT_EQ(product_precision(), Precision::Float32);
   EXPECT_EQ(bf16.dtype(), kFloat32);
-  // The product of the rounded operands (exact in float64), rounded once, plus the float32 bias.
-  const Tensor exact = matmul(to(rounded(x), kFloat64), t(to(rounded(layer.weight), kFloat64)));
-  EXPECT_TRUE(all_close(bf16, rounded(to(exact, kFloat32)) + layer.bias, 1e-2, 1e-3));
+  // The float32 product of the rounded operands, plus the float32 bias.
+  EXPECT_TRUE(all_close(bf16, matmul(rounded(x), t(rounded(layer.weight))) + layer.bias, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(bf16, fp32, 3e-2, 3e-2));
   EXPECT_FALSE(all_close(bf16, fp32, 1e-5, 1e-6));  // rounded: not the float32 result
 }
@@ -48,10 +48,27 @@ TEST(Precision, WeightsStayFloat32AndGetFloat32Gradients) {
   }
   EXPECT_EQ(layer.weight.dtype(), kFloat32);
   EXPECT_EQ(g16[0].dtype(), kFloat32);
-  // dW = bf16(dy)^T bf16(x), rounded; the bias gradient skips the product: equal to float32's.
-  EXPECT_TRUE(all_close(g16[0], matmul(t(rounded(dy)), rounded(x)), 1e-2, 1e-3));
+  // dW = bf16(dy)^T bf16(x) in float32; the bias gradient skips the product: equal to float32's.
+  EXPECT_TRUE(all_close(g16[0], matmul(t(rounded(dy)), rounded(x)), 1e-5, 1e-6));
   EXPECT_TRUE(all_close(g16[1], g32[1], 0, 0));
   EXPECT_TRUE(all_close(g16[0], g32[0], 3e-2, 3e-2));
+}
+
+TEST(Precision, MatmulBf16GradientsAreBf16Products) {
+  Generator gen(std::random_device{}());
+  const Tensor a = randn({2, 5, 7}, kFloat32, &gen).requires_grad_(), b = randn({7, 3}, kFloat32, &gen).requires_grad_();
+  const Tensor dy = randn({2, 5, 3}, kFloat32, &gen);
+  const Tensor y = matmul_bf16(a, b);
+  EXPECT_EQ(y.dtype(), kFloat32);
+  EXPECT_TRUE(all_close(y, matmul(rounded(a), rounded(b)), 1e-5, 1e-6));
+  const auto g = grad(y, {a, b}, dy);
+  EXPECT_TRUE(all_close(g[0], matmul(rounded(dy), t(rounded(b))), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(g[1], sum(matmul(transpose(rounded(a), 1, 2), rounded(dy)), {0}), 1e-5, 1e-6));
+  // Vectors as matmul takes them, and a bfloat16 operand used as it is.
+  const Tensor v = randn({7}, kFloat32, &gen);
+  EXPECT_TRUE(all_close(matmul_bf16(to(v, kBFloat16), b), matmul(rounded(v), rounded(b)), 1e-5, 1e-6));
+  EXPECT_LINEA_ERROR(matmul_bf16(to(a, kFloat64), to(b, kFloat64)), "matmul_bf16", "float32 or bfloat16");
+  EXPECT_LINEA_ERROR(matmul_bf16(a, randn({6, 3}, kFloat32, &gen)), "matmul_bf16", "inner sizes differ");
 }
 
 TEST(Precision, Float64IgnoresTheScopeAndScopesNest) {
