@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "nn/precision.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
 #include "train/corpus.h"
@@ -370,6 +371,8 @@ LinearizeResult linearize(const LinearizeOptions& options, bool resume, std::FIL
   namespace fs = std::filesystem;
   options.validate();
   const TrainOptions& o = options.train;
+  // Both stages (train_model sets the same scope for the fine-tuning again).
+  const nn::PrecisionScope precision(nn::parse_precision(o.precision, "linearize"));
   const SourceRun source = load_source_run(options.checkpoint);
   {
     // Refuse what does not fit (a pattern, a letter, a shape) before reading data or writing.

@@ -177,6 +177,24 @@ TEST(LinearizeTraining, ResumeInEitherStageIsBitwise) {
   std::fclose(null);
 }
 
+// --precision bf16 reaches both stages: the attention transfer's error still falls, close to the
+// float32 run's but not equal to it (its products were rounded), and the fine-tuning follows.
+TEST(LinearizeTraining, Bf16RunsBothStagesInMixedPrecision) {
+  TempDir dir;
+  const std::string source = train_source(dir);
+  std::FILE* null = quiet();
+  const LinearizeResult fp32 = linearize(linearize_options(source, "SR", dir / "fp32"), false, null);
+  LinearizeOptions lo = linearize_options(source, "SR", dir / "bf16");
+  lo.train.precision = "bf16";
+  const LinearizeResult bf16 = linearize(lo, false, null);
+  std::fclose(null);
+  ASSERT_EQ(bf16.transfer.mse_before.size(), 1u);
+  EXPECT_LT(bf16.transfer.mse_after[0], bf16.transfer.mse_before[0]);
+  EXPECT_NE(bf16.transfer.mse_before[0], fp32.transfer.mse_before[0]);
+  EXPECT_NEAR(bf16.transfer.mse_after[0], fp32.transfer.mse_after[0], 0.05 * fp32.transfer.mse_after[0]);
+  EXPECT_NEAR(bf16.train.test_loss, fp32.train.test_loss, 0.02 * fp32.train.test_loss);
+}
+
 TEST(LinearizeTraining, LoraKeepsTheBaseAndEndsMergedInAnOrdinaryRun) {
   TempDir dir;
   const std::string source = train_source(dir);
