@@ -72,7 +72,7 @@ void check_gradient(const Tensor& g, const autograd::Edge& e, const Node& from) 
 // Runs the graph under `root` with `root_grad`. With `captures` non-null, stops at those nodes
 // and records the gradient arriving at each instead of accumulating into leaves.
 void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_graph,
-                  std::unordered_map<Node*, Tensor>* captures) {
+                  std::unordered_map<Node*, Tensor>* captures, const GradAccumulatedHook& on_grad_accumulated) {
   LINEA_CHECK(output.defined(), "backward", "called on an undefined tensor");
   std::shared_ptr<Node> root = autograd::gradient_edge(output);
   LINEA_CHECK(root != nullptr, "backward", "the tensor ", output.describe(),
@@ -111,7 +111,12 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
     // are never touched.
     const bool skip = captures && !feeds_into(*node, useful);
     std::vector<Tensor> input_grads;
-    if (g.defined() && !skip) input_grads = node->apply(g);
+    if (g.defined() && !skip) {
+      input_grads = node->apply(g);
+      if (on_grad_accumulated)
+        if (const auto* accumulate = dynamic_cast<const autograd::AccumulateGrad*>(node))
+          on_grad_accumulated(accumulate->leaf());
+    }
     for (size_t i = 0; i < node->edges.size(); ++i) {
       const autograd::Edge& e = node->edges[i];
       if (!e.node) continue;
@@ -136,7 +141,12 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
 }  // namespace
 
 void backward(const Tensor& output, const Tensor& grad_output, bool retain_graph) {
-  run_backward(output, grad_output, retain_graph, nullptr);
+  run_backward(output, grad_output, retain_graph, nullptr, {});
+}
+
+void backward(const Tensor& output, const Tensor& grad_output, bool retain_graph,
+              const GradAccumulatedHook& on_grad_accumulated) {
+  run_backward(output, grad_output, retain_graph, nullptr, on_grad_accumulated);
 }
 
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
@@ -151,7 +161,7 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
     input_nodes.push_back(autograd::gradient_edge(x));
     captures[input_nodes.back().get()] = Tensor();
   }
-  run_backward(output, grad_output, retain_graph, &captures);
+  run_backward(output, grad_output, retain_graph, &captures, {});
   std::vector<Tensor> result;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor g = captures[input_nodes[i].get()];

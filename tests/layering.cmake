@@ -10,17 +10,19 @@ set(_probe_header_cpu "cpu/parallel.h")
 set(_probe_header_cuda "cuda/memory.h")
 set(_probe_header_autograd "autograd/grad_mode.h")
 set(_probe_header_nn "nn/module.h")
+set(_probe_header_dist "dist/communicator.h")
 set(_probe_header_train "train/batcher.h")
 set(_probe_header_tools "tools/flags.h")
 
 # layer library, its folder, the folders it may include, the folders it must not
 set(_layers
-  "linea_tensor|tensor|tensor|cpu,cuda,autograd,nn,train,tools"
-  "linea_cpu|cpu|tensor,cpu|cuda,autograd,nn,train,tools"
-  "linea_cuda|cuda|tensor,cuda|cpu,autograd,nn,train,tools"
-  "linea_autograd|autograd|tensor,autograd|cpu,cuda,nn,train,tools"
-  "linea_nn|nn|tensor,autograd,nn|cpu,cuda,train,tools"
-  "linea_train|train|tensor,autograd,nn,train|cpu,cuda,tools")
+  "linea_tensor|tensor|tensor|cpu,cuda,autograd,nn,dist,train,tools"
+  "linea_cpu|cpu|tensor,cpu|cuda,autograd,nn,dist,train,tools"
+  "linea_cuda|cuda|tensor,cuda|cpu,autograd,nn,dist,train,tools"
+  "linea_autograd|autograd|tensor,autograd|cpu,cuda,nn,dist,train,tools"
+  "linea_nn|nn|tensor,autograd,nn|cpu,cuda,dist,train,tools"
+  "linea_dist|dist|tensor,dist|cpu,autograd,nn,train,tools"
+  "linea_train|train|tensor,autograd,nn,dist,train|cpu,cuda,tools")
 
 foreach(entry IN LISTS _layers)
   string(REPLACE "|" ";" parts "${entry}")

@@ -16,6 +16,7 @@
 #include "nn/model.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/scale_out.h"
 #include "tools/stop_signals.h"
 #include "tools/train_flags.h"
 #include "train/checkpoint.h"
@@ -53,7 +54,8 @@ std::vector<std::string> expand_config(std::span<const std::string> args) {
   return config;
 }
 
-void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholder, bool* help_layers) {
+void bind_flags(Flags& f, train::TrainOptions& o, ScaleOut& scale, std::string* config_placeholder,
+                bool* help_layers) {
   f.add("config", config_placeholder, "JSON file of options (keys as below, with underscores); flags override it");
   add_data_flags(f, o);
   f.add_choice("tokenizer", &o.tokenizer, {"byte", "char", "word", "bpe"}, "tokenizer built from the train split");
@@ -72,6 +74,7 @@ void bind_flags(Flags& f, train::TrainOptions& o, std::string* config_placeholde
   add_optimization_flags(f, o);
   add_lora_flags(f, o);
   add_run_flags(f, o);
+  add_scale_out_flags(f, scale);
   f.add("help-layers", help_layers, "list the layer letters of --model and exit");
 }
 
@@ -110,12 +113,38 @@ train::TrainOptions resumed_options(const train::TrainOptions& given, const Flag
 // --out is all it needs. The program is named as the user started it (argv[0], which glibc keeps
 // in program_invocation_name): "./build/tools/linea" stays that and "linea" found on the PATH
 // stays "linea", so the line can be pasted as it is, from the same directory.
-std::string resume_command(const std::string& out) {
-  return shell_quote(program_invocation_name) + " train --resume --out " + shell_quote(out);
+std::string resume_command(const std::string& out, const std::optional<tools::RankEnvironment>& ranks) {
+  std::string command = shell_quote(program_invocation_name) + " train --resume --out " + shell_quote(out);
+  if (ranks) command += " --gpus " + std::to_string(ranks->local_world_size) + " (on every host of the run)";
+  return command;
+}
+
+// An error in one rank of a data-parallel run, with the rank named: the launcher's terminal shows
+// every rank's output.
+[[noreturn]] void fail_as_rank(const tools::RankEnvironment& env, const std::exception& e) {
+  fail("train", "rank ", env.rank, " of ", env.world_size, ": ", e.what());
+}
+
+// Trains in this process, alone or as one rank of a data-parallel run (tools/scale_out.h).
+// A rank that fails tells the others why before the error leaves it.
+train::TrainResult train_here(const train::TrainOptions& options, dist::Communicator* comm,
+                              const std::optional<tools::RankEnvironment>& rank_env, int& signal) {
+  try {
+    train::TrainResult r = run_stoppable(
+        [&](const auto& should_stop) { return train::train_model(options, stdout, should_stop, {}, comm); },
+        signal);
+    if (comm) comm->close();
+    return r;
+  } catch (const std::exception& e) {
+    if (!comm) throw;
+    comm->report_failure(e.what());
+    fail_as_rank(*rank_env, e);
+  }
 }
 
 int run(const std::string& program, std::span<const std::string> raw_args) {
   train::TrainOptions options;
+  ScaleOut scale;
   std::string config_placeholder;
   bool help_layers = false;
   Flags flags(program,
@@ -123,24 +152,37 @@ int run(const std::string& program, std::span<const std::string> raw_args) {
               "With no flags: a small ReGLA model on the fortunes corpus, on the CPU, in a few minutes.\n"
               "Ctrl-C (or SIGTERM) finishes the current step, saves a checkpoint and prints the command\n"
               "that resumes the run; the exit status is then 130 (143 for SIGTERM).");
-  bind_flags(flags, options, &config_placeholder, &help_layers);
+  bind_flags(flags, options, scale, &config_placeholder, &help_layers);
   const std::vector<std::string> args = expand_config(raw_args);
   if (!flags.parse(args)) return 0;
   if (help_layers) {
     print_layer_letters();
     return 0;
   }
+  if (should_launch(scale, flags)) return launch_local_ranks(scale, "train", raw_args);
   if (options.resume) options = resumed_options(options, flags);
+  const std::optional<tools::RankEnvironment> rank_env = tools::rank_environment();
+  std::unique_ptr<dist::Communicator> comm;
+  if (rank_env) {
+    if (flags.was_set("device") && options.device.rfind("cuda", 0) != 0)
+      flags.fail("--gpus trains on GPUs; --device " + options.device + " contradicts it");
+    options.device = "cuda";
+    try {
+      comm = join_run(*rank_env, scale);
+    } catch (const std::exception& e) {
+      fail_as_rank(*rank_env, e);
+    }
+  }
   // Armed at the training loop's first poll, which comes when the corpus and model are ready: a
   // signal before quits as it always did.
   int signal = 0;
-  const train::TrainResult r = run_stoppable(
-      [&](const auto& should_stop) { return train::train_model(options, stdout, should_stop); }, signal);
+  const train::TrainResult r = train_here(options, comm.get(), rank_env, signal);
+  if (rank_env && rank_env->rank != 0) return r.stopped && signal != 0 ? exit_status_for_signal(signal) : 0;
   if (r.stopped) {
     std::fflush(stdout);
     std::fprintf(stderr, "\nlinea train: stopped by %s after step %lld of %lld; checkpoint %s\nresume with:\n  %s\n",
                  signal_name(signal).c_str(), static_cast<long long>(r.steps), static_cast<long long>(options.steps),
-                 r.checkpoint.c_str(), resume_command(options.out).c_str());
+                 r.checkpoint.c_str(), resume_command(options.out, rank_env).c_str());
     return signal != 0 ? exit_status_for_signal(signal) : kExitFailure;
   }
   std::printf("\ntrained %lld steps of a %lld-parameter model in %.1f s (%.0f tokens/s); checkpoint %s\n",

@@ -7,19 +7,23 @@
 namespace linea::train {
 
 EvalResult evaluate(nn::LanguageModel& model, std::span<const int64_t> tokens, int64_t batch, int64_t seq,
-                    Device device, int64_t max_batches, const std::function<bool()>& stop_requested) {
+                    Device device, int64_t max_batches, const std::function<bool()>& stop_requested,
+                    dist::Communicator* comm) {
   LINEA_CHECK(tokens.size() >= 2, "evaluate", "the split has ", tokens.size(),
               " tokens; at least 2 are needed to predict one");
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
   const EvalBatches batches(tokens, batch, seq);
-  const int64_t count = max_batches > 0 ? std::min<int64_t>(max_batches, batches.size()) : batches.size();
+  // N ranks of `batch` rows each take max_batches batches apiece: the windows one process of
+  // N * batch rows would take in max_batches batches.
+  const int64_t first = comm ? comm->rank() : 0, stride = comm ? comm->size() : 1;
+  const int64_t count = max_batches > 0 ? std::min<int64_t>(max_batches * stride, batches.size()) : batches.size();
   double total = 0.0;
   int64_t targets = 0;
   EvalResult r;
-  for (int64_t i = 0; i < count; ++i) {
-    if (stop_requested && stop_requested()) {
+  for (int64_t i = first; i < count; i += stride) {
+    if (!comm && stop_requested && stop_requested()) {
       r.stopped = true;
       break;
     }
@@ -29,6 +33,11 @@ EvalResult evaluate(nn::LanguageModel& model, std::span<const int64_t> tokens, i
     targets += b.targets.numel();
   }
   model.train(was_training);
+  if (comm) {
+    const std::vector<double> sums = dist::all_reduce_sum(*comm, {total, static_cast<double>(targets)});
+    total = sums[0];
+    targets = static_cast<int64_t>(sums[1]);
+  }
   r.tokens = targets;
   r.loss = targets > 0 ? total / static_cast<double>(targets) : 0.0;
   r.ppl = std::exp(r.loss);

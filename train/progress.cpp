@@ -17,7 +17,7 @@ std::string format_duration(double seconds) {
 }
 
 Progress::Progress(int64_t total_steps, int64_t every, std::FILE* out)
-    : total_(total_steps), every_(every > 0 ? every : 1), out_(out), tty_(isatty(fileno(out)) != 0) {}
+    : total_(total_steps), every_(every > 0 ? every : 1), out_(out), tty_(out != nullptr && isatty(fileno(out)) != 0) {}
 
 void Progress::clear_bar() {
   if (tty_ && bar_shown_) std::fprintf(out_, "\r\033[K");
@@ -25,6 +25,7 @@ void Progress::clear_bar() {
 }
 
 void Progress::step(int64_t step, double loss, double lr, double tokens_per_s, double seconds_left) {
+  if (out_ == nullptr) return;
   if (!tty_ && step % every_ != 0 && step != total_) return;
   char line[256];
   if (tty_) {
@@ -46,6 +47,7 @@ void Progress::step(int64_t step, double loss, double lr, double tokens_per_s, d
 }
 
 void Progress::message(const std::string& text) {
+  if (out_ == nullptr) return;
   clear_bar();
   std::fprintf(out_, "%s\n", text.c_str());
   std::fflush(out_);
@@ -54,7 +56,7 @@ void Progress::message(const std::string& text) {
 void Progress::finish() {
   if (tty_ && bar_shown_) std::fprintf(out_, "\n");
   bar_shown_ = false;
-  std::fflush(out_);
+  if (out_ != nullptr) std::fflush(out_);
 }
 
 }  // namespace linea::train

@@ -10,6 +10,7 @@ namespace linea::train {
 
 class Progress {
  public:
+  // A null `out` prints nothing (the ranks of a data-parallel run other than rank 0).
   Progress(int64_t total_steps, int64_t every, std::FILE* out = stderr);
   // Reports a finished step; seconds_left is the estimated time to the end.
   void step(int64_t step, double loss, double lr, double tokens_per_s, double seconds_left);

@@ -4,21 +4,33 @@
 // trainer and `linea bench train` both take their steps through here.
 #include <vector>
 
+#include "dist/communicator.h"
 #include "nn/model.h"
 #include "train/batcher.h"
+#include "train/gradient_sync.h"
 #include "train/grad_utils.h"
 #include "train/optimizer.h"
 
 namespace linea::train {
 
 struct StepResult {
-  double loss = 0.0;        // mean over the micro-batches
+  double loss = 0.0;        // mean over the micro-batches (and the ranks)
   bool loss_finite = true;  // false: a micro-batch's loss was NaN or Inf (no update was made)
   ClipResult clip;          // the gradients' norm before clipping; not finite: no update was made
+  bool stop = false;        // data-parallel: some rank asked to stop after this step
+};
+
+// One rank's part of a data-parallel step (train/data_parallel.h): its micro-batches are its rows
+// of the global ones; the gradients are averaged over the ranks before clipping, and the loss, its
+// finiteness and a stop request are agreed by every rank, so that all take the same decisions.
+struct ParallelStep {
+  dist::Communicator& comm;
+  GradientSync& gradients;
+  bool stop_requested = false;  // this rank's
 };
 
 // clip <= 0 measures the norm without clipping. The batches are moved to device as needed.
 StepResult train_step(nn::LanguageModel& model, Optimizer& optimizer, const std::vector<Batch>& micro_batches,
-                      double clip, Device device);
+                      double clip, Device device, ParallelStep* parallel = nullptr);
 
 }  // namespace linea::train

@@ -10,9 +10,11 @@
 #include "train/batcher.h"
 #include "train/checkpoint.h"
 #include "train/corpus.h"
+#include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/grad_utils.h"
+#include "train/gradient_sync.h"
 #include "train/progress.h"
 #include "train/prompt.h"
 #include "train/run_checkpoint.h"
@@ -131,17 +133,23 @@ std::string describe_eval(const char* split, const EvalResult& r) {
 }  // namespace
 
 TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopRequested& stop_requested,
-                        const RunStart& run_start) {
+                        const RunStart& run_start, dist::Communicator* comm) {
   const auto start = Clock::now();
   const auto stop = [&] { return stop_requested && stop_requested(); };
   TrainOptions o = options;
   o.validate();
-  const Device device = Device::parse(o.device);
+  const int world = comm ? comm->size() : 1;
+  const bool leader = !comm || comm->rank() == 0;
+  const Device device = comm ? comm->device() : Device::parse(o.device);
   const nn::PrecisionScope precision(nn::parse_precision(o.precision, "train"));  // for every forward below
   const std::optional<ResumePoint> resume = find_resume_point(o);
-  Progress progress(o.steps, o.log_every, out);
+  Progress progress(o.steps, o.log_every, leader ? out : nullptr);
 
+  // Rank 0 reads the corpus first: it may build the token cache, which the others then read
+  // instead of building it N times over each other.
+  if (comm && !leader) dist::barrier(*comm);
   Corpus corpus = load_training_corpus(o, resume, run_start, progress);
+  if (comm && leader) dist::barrier(*comm);
   // The sample's prompt is checked now rather than after training: one the tokenizer cannot
   // encode fails (or, with drop_unknown, loses those pieces) before the first step.
   std::string prompt = o.prompt;
@@ -158,7 +166,20 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   const json::Value start_record = !resume && run_start.initialize ? run_start.initialize(model) : json::Value();
   model.to(device);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(o, trainable_parameters(o, model));
-  RandomBatcher batcher(corpus.train, o.batch, o.seq, derive_seed(o.seed, kBatchStream));
+  const std::optional<BatcherState> resumed_data =
+      resume ? std::optional(batcher_state_from_json(resume->checkpoint.trainer.data, "checkpoint data position"))
+             : std::nullopt;
+  if (resumed_data && resumed_data->batch_size != o.batch * world) {
+    o.batch = per_rank_batch(resumed_data->batch_size, world);
+    progress.message("linea train: " + std::to_string(o.batch) + " sequences per rank on " + std::to_string(world) +
+                     " ranks keep the checkpoint's global batch of " + std::to_string(resumed_data->batch_size));
+  }
+  // Every rank draws the global batch and trains on its rows of it (train/data_parallel.h).
+  RandomBatcher batcher(corpus.train, o.batch * world, o.seq, derive_seed(o.seed, kBatchStream));
+  std::vector<Tensor> trainable;
+  for (const nn::NamedParameter& p : optimizer->parameters()) trainable.push_back(p.tensor);
+  std::optional<GradientSync> gradient_sync;
+  if (comm) gradient_sync.emplace(*comm, trainable);
   const LrSchedule schedule({.peak_lr = o.lr, .min_lr = o.min_lr, .warmup_steps = o.warmup, .total_steps = o.steps,
                              .decay = parse_decay(o.schedule)});
 
@@ -167,14 +188,19 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     const Checkpoint& ck = resume->checkpoint;
     model.load_state_dict(ck.model);
     optimizer->load_state(ck.optimizer);
-    batcher.restore(batcher_state_from_json(ck.trainer.data, "checkpoint data position"));
+    batcher.restore(*resumed_data);
     model.dropout_generator().manual_seed(ck.trainer.rng_seed);
     model.dropout_generator().set_offset(ck.trainer.rng_offset);
     step = ck.trainer.step;
     LINEA_CHECK(step <= o.steps, "train", "--resume: the checkpoint is at step ", step, ", past --steps ", o.steps);
   }
-  std::filesystem::create_directories(o.out);
-  RunLog log(o.out + "/log.jsonl", resume ? step : -1);
+  if (leader) std::filesystem::create_directories(o.out);
+  // Rank 0 keeps the log; the other ranks' records go nowhere.
+  std::optional<RunLog> run_log;
+  if (leader) run_log.emplace(o.out + "/log.jsonl", resume ? step : -1);
+  const auto log_write = [&](const json::Value& record) {
+    if (run_log) run_log->write(record);
+  };
   {
     json::Value record = json::Value::object();
     record["kind"] = resume ? "resume" : "config";
@@ -185,14 +211,16 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     record["corpus"] = corpus.name;
     record["tokenizer"] = corpus.tokenizer->name();
     record["trainable_parameters"] = trainable_count(*optimizer);
-    log.write(record);
-    if (!start_record.is_null()) log.write(start_record);
+    if (comm) record["world_size"] = world;
+    log_write(record);
+    if (!start_record.is_null()) log_write(start_record);
   }
   progress.message("linea train: " + std::to_string(model.num_parameters()) + " parameters, pattern " + config.pattern +
                    ", vocab " + std::to_string(config.vocab_size) + " (" + corpus.tokenizer->name() + "), " +
                    std::to_string(corpus.train.size()) + " training tokens, device " + device.str() +
                    (o.lora_rank > 0 ? ", LoRA rank " + std::to_string(o.lora_rank) + " (" +
                                           std::to_string(trainable_count(*optimizer)) + " trainable)" : "") +
+                   (comm ? ", " + std::to_string(world) + " ranks of " + std::to_string(o.batch) + " sequences" : "") +
                    (resume ? ", resuming from step " + std::to_string(step) : ""));
 
   // The latest checkpoint and its step: a stop right after a periodic save (or before the first
@@ -203,7 +231,8 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
   json::Value extra = resume ? resume->checkpoint.trainer.extra : run_start.extra;
   if (!extra.is_object()) extra = json::Value::object();
   extra["options"] = o.to_json();
-  auto save = [&](int64_t at) {
+  auto save = [&](int64_t at) -> std::string {
+    if (!leader) return "";  // the replicas are identical: rank 0 alone writes
     Checkpoint ck = run_checkpoint(model, config, *optimizer, at, batcher, *corpus.tokenizer, extra);
     const bool merge = at == o.steps && o.lora_rank > 0 && o.merge_lora;
     if (merge) {
@@ -211,24 +240,32 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
       json::Value record = json::Value::object();
       record["kind"] = "lora_merged";
       record["step"] = at;
-      log.write(record);
+      log_write(record);
     }
     last_checkpoint = save_checkpoint(o.out, ck);
     saved_step = at;
     return last_checkpoint;
   };
 
-  const int64_t tokens_per_step = o.batch * o.seq * o.accum;
+  const int64_t tokens_per_step = o.batch * world * o.seq * o.accum;
   const int64_t first_step = step;
   const auto loop_start = Clock::now();
+  // Alone, a stop request is asked before each step; in a data-parallel run the ranks agree on it
+  // with each step's numbers, and all stop after the same step.
+  bool stop_agreed = false;
+  const auto stopping = [&] { return comm ? stop_agreed : stop(); };
   model.train();
-  while (step < o.steps && !stop()) {
+  while (step < o.steps && !stopping()) {
     const auto step_start = Clock::now();
     const double lr = schedule(step + 1);
     optimizer->set_lr(lr);
     std::vector<Batch> micro_batches;
-    for (int64_t micro = 0; micro < o.accum; ++micro) micro_batches.push_back(batcher.next());
-    const StepResult r = train_step(model, *optimizer, micro_batches, o.clip, device);
+    for (int64_t micro = 0; micro < o.accum; ++micro)
+      micro_batches.push_back(rows_of_rank(batcher.next(), comm ? comm->rank() : 0, world));
+    std::optional<ParallelStep> parallel;
+    if (comm) parallel.emplace(ParallelStep{*comm, *gradient_sync, stop()});
+    const StepResult r = train_step(model, *optimizer, micro_batches, o.clip, device, parallel ? &*parallel : nullptr);
+    stop_agreed = r.stop;
     const std::string keep_note = last_checkpoint.empty() ? std::string("No checkpoint had been written yet.")
                                                           : "The last good checkpoint is " + last_checkpoint + ".";
     LINEA_CHECK(r.loss_finite, "train", "the loss became ", r.loss, " at step ", step + 1, "; training stopped. ",
@@ -252,13 +289,13 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     record["tokens_per_s"] = tokens_per_s;
     record["step_s"] = step_seconds;
     record["time_s"] = seconds_since(start);
-    log.write(record);
+    log_write(record);
     progress.step(step, loss, lr, tokens_per_s, elapsed / static_cast<double>(step - first_step) * (o.steps - step));
 
     if (o.eval_every > 0 && step % o.eval_every == 0 && step < o.steps) {
-      const EvalResult r = evaluate(model, corpus.valid, o.batch, o.seq, device, o.eval_batches, stop);
+      const EvalResult r = evaluate(model, corpus.valid, o.batch, o.seq, device, o.eval_batches, stop, comm);
       if (!r.stopped) {  // a partial evaluation would log a misleading loss
-        log.write(eval_record(step, "valid", r));
+        log_write(eval_record(step, "valid", r));
         progress.message("step " + std::to_string(step) + ": " + describe_eval("valid", r));
       }
     }
@@ -277,23 +314,24 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     record["kind"] = "stopped";
     record["step"] = step;
     record["checkpoint"] = result.checkpoint;
-    log.write(record);
+    log_write(record);
     result.stopped = true;
     result.seconds = seconds_since(start);
     return result;
   };
-  if (stop()) return stopped_here();
-  const EvalResult valid = evaluate(model, corpus.valid, o.batch, o.seq, device, 0, stop);
-  const EvalResult test = valid.stopped ? EvalResult{} : evaluate(model, corpus.test, o.batch, o.seq, device, 0, stop);
+  if (stopping()) return stopped_here();
+  const EvalResult valid = evaluate(model, corpus.valid, o.batch, o.seq, device, 0, stop, comm);
+  const EvalResult test =
+      valid.stopped ? EvalResult{} : evaluate(model, corpus.test, o.batch, o.seq, device, 0, stop, comm);
   if (valid.stopped || test.stopped) return stopped_here();
-  log.write(eval_record(step, "valid", valid));
-  log.write(eval_record(step, "test", test));
+  log_write(eval_record(step, "valid", valid));
+  log_write(eval_record(step, "test", test));
   result.valid_loss = valid.loss;
   result.valid_ppl = valid.ppl;
   result.test_loss = test.loss;
   result.test_ppl = test.ppl;
 
-  if (o.sample_tokens > 0) {
+  if (o.sample_tokens > 0 && leader) {
     std::vector<int64_t> prompt_ids = corpus.tokenizer->encode(prompt);
     if (prompt_ids.empty()) prompt_ids = corpus.tokenizer->encode("\n");
     const std::vector<int64_t> ids =
@@ -305,7 +343,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     record["kind"] = "sample";
     record["step"] = step;
     record["text"] = result.sample;
-    log.write(record);
+    log_write(record);
   }
   result.seconds = seconds_since(start);
   return result;

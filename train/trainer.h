@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "dist/communicator.h"
 #include "nn/model.h"
 #include "train/optimizer.h"
 #include "train/tokenizer.h"
@@ -64,8 +65,16 @@ struct RunStart {
 // (not when stopped early) the checkpoint holds them merged into the weights when
 // options.merge_lora: a plain model, whose options say lora_rank 0 and whose optimizer state is
 // fresh, so that `linea train --resume` continues it as an ordinary run.
+//
+// With comm, this process is one rank of a data-parallel run (dist/communicator.h; `linea train
+// --gpus N` starts the ranks): options.batch sequences per rank, each drawn from the same global
+// batch (train/data_parallel.h), gradients averaged across ranks in buckets that overlap the
+// backward pass (train/gradient_sync.h). The model lives on comm->device(). Rank 0 alone prints,
+// logs, writes checkpoints and draws the sample; evaluation is shared. A stop request on any rank
+// stops every rank after the same step. A resumed run keeps the checkpoint's global batch, so it
+// may run on another number of ranks.
 TrainResult train_model(const TrainOptions& options, std::FILE* out = stderr, const StopRequested& stop_requested = {},
-                        const RunStart& start = {});
+                        const RunStart& start = {}, dist::Communicator* comm = nullptr);
 
 // The optimizer options name (AdamW or SGD with their hyperparameters) over params.
 std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& options, std::vector<nn::NamedParameter> params);
