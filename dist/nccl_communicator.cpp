@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -230,6 +231,8 @@ class NcclCommunicator final : public Communicator {
 }  // namespace
 
 bool nccl_available() { return true; }
+
+void keep_nvlink_multicast_off() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Rendezvous&& rendezvous, Device device,
                                                      const NcclOptions& options) {

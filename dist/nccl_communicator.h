@@ -27,6 +27,11 @@ struct NcclOptions {
 // False in a build without NCCL (LINEA_NCCL=OFF), where make_nccl_communicator throws.
 bool nccl_available();
 
+// Sets NCCL_NVLS_ENABLE=0 unless the user set it: NVLink multicast stays off, since on a host whose
+// GPUs are shared a program using it can put them out of service for others. Call it before the
+// process starts threads (setenv is not safe beside a getenv running elsewhere).
+void keep_nvlink_multicast_off();
+
 // The NCCL communicator of this process's rank, on `device` (a CUDA device), over the processes
 // that joined `rendezvous`. Collective: every rank calls it.
 std::unique_ptr<Communicator> make_nccl_communicator(Rendezvous&& rendezvous, Device device,

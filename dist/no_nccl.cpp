@@ -5,6 +5,8 @@ namespace linea::dist {
 
 bool nccl_available() { return false; }
 
+void keep_nvlink_multicast_off() {}
+
 std::unique_ptr<Communicator> make_nccl_communicator(Rendezvous&&, Device device, const NcclOptions&) {
   LINEA_CHECK(false, "nccl", "this build of linea has no NCCL, so it cannot train on several GPUs or hosts ",
               "(configure with LINEA_CUDA=ON where nccl.h and libnccl are found, or set NCCL_ROOT)");

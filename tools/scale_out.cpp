@@ -41,6 +41,7 @@ int launch_local_ranks(const ScaleOut& s, const std::string& subcommand, std::sp
 }
 
 std::unique_ptr<dist::Communicator> join_run(const tools::RankEnvironment& env, const ScaleOut& s) {
+  dist::keep_nvlink_multicast_off();
   dist::Rendezvous rendezvous = dist::Rendezvous::join(
       {.master = dist::parse_endpoint(env.master, "LINEA_MASTER"), .rank = env.rank, .world_size = env.world_size,
        .timeout_s = s.timeout_s});

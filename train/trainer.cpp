@@ -220,7 +220,8 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
                    std::to_string(corpus.train.size()) + " training tokens, device " + device.str() +
                    (o.lora_rank > 0 ? ", LoRA rank " + std::to_string(o.lora_rank) + " (" +
                                           std::to_string(trainable_count(*optimizer)) + " trainable)" : "") +
-                   (comm ? ", " + std::to_string(world) + " ranks of " + std::to_string(o.batch) + " sequences" : "") +
+                   (comm ? ", " + std::to_string(world) + (world == 1 ? " rank" : " ranks") + " of " + std::to_string(o.batch) +
+                               " sequences" : "") +
                    (resume ? ", resuming from step " + std::to_string(step) : ""));
 
   // The latest checkpoint and its step: a stop right after a periodic save (or before the first

@@ -22,6 +22,7 @@ namespace {
 
 // Runs body(comm) on `world` threads, rank r on cuda:r, all joined through one rendezvous.
 void run_gpu_ranks(int world, const std::function<void(Communicator& comm)>& body) {
+  keep_nvlink_multicast_off();
   const int port = linea::testing::free_port();
   std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> threads;
