@@ -5,6 +5,11 @@
 //   cpu:  V=256,  D=128, 4 layers, 4 heads,        MLP 4D (GELU tanh), B=8,  T=256
 // with RMSNorm, tied embeddings, AdamW (lr 3e-4, wd 0.01) and clipping at 1.0. Run the PyTorch
 // anchor beside it in the same session to get a ratio.
+//
+// With --gpus N (tools/scale_out.h) the step is data-parallel over N GPUs, B sequences on each:
+// tok_s counts all of them, and each rank first times the same step alone, without collectives,
+// so that comm_share = 1 - alone / together is the share of the step lost to the all-reduce
+// (what overlapping it with backward did not hide).
 #include <chrono>
 #include <cstdio>
 
@@ -13,8 +18,10 @@
 #include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/scale_out.h"
 #include "tools/train_flags.h"
 #include "train/adamw.h"
+#include "train/gradient_sync.h"
 #include "train/train_step.h"
 
 namespace linea::cli {
@@ -43,8 +50,8 @@ void fill_standard(Config& c, bool cuda) {
   pick(c.seq, 1024, 256, cuda);
 }
 
-void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& out) {
-  const Device device = Device::parse(c.device);
+void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& out, dist::Communicator* comm) {
+  const Device device = comm ? comm->device() : Device::parse(c.device);
   const nn::PrecisionScope precision(nn::parse_precision(c.precision, "bench train"));
   nn::ModelConfig mc;
   mc.vocab_size = c.vocab;
@@ -56,21 +63,37 @@ void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& 
   nn::LanguageModel model(mc, gen);
   model.to(device);
   train::AdamW optimizer(model.named_parameters(), {.lr = 3e-4, .weight_decay = 0.01});
-  const train::Batch batch{randint(0, c.vocab, {c.batch, c.seq}, device, &gen),
-                           randint(0, c.vocab, {c.batch, c.seq}, device, &gen)};
+  Generator data_gen(comm ? comm->rank() : 0);  // each rank its own rows
+  const train::Batch batch{randint(0, c.vocab, {c.batch, c.seq}, device, &data_gen),
+                           randint(0, c.vocab, {c.batch, c.seq}, device, &data_gen)};
+  std::optional<train::GradientSync> gradients;
+  if (comm) gradients.emplace(*comm, model.parameters());
+  bool together = false;  // data-parallel steps, or this rank alone
   auto step = [&] {
-    train::train_step(model, optimizer, {batch}, 1.0, device);
+    std::optional<train::ParallelStep> parallel;
+    if (together) parallel.emplace(train::ParallelStep{*comm, *gradients});
+    train::train_step(model, optimizer, {batch}, 1.0, device, parallel ? &*parallel : nullptr);
     if (device.is_cuda()) cuda::synchronize(device.index);
   };
   if (device.is_cuda()) {
     step();  // the allocator's pools fill on the first step
     cuda::reset_peak(device.index);
   }
-  const double ms = bench::median_ms(c.repeats, step, c.warmup);
+  double ms = bench::median_ms(c.repeats, step, c.warmup);
+  const double alone_ms = ms;
+  if (comm) {
+    dist::barrier(*comm);
+    together = true;
+    ms = bench::median_ms(c.repeats, step, c.warmup);
+    if (comm->rank() != 0) return;
+  }
+  const int64_t world = comm ? comm->size() : 1;
   bench::JsonLine line;
   line.add("bench", "train").add("model", name).add("device", device.str()).add("params", model.num_parameters());
   line.add("V", c.vocab).add("d", c.d_model).add("L", c.layers).add("H", c.heads).add("B", c.batch).add("T", c.seq);
-  line.add("precision", c.precision).add("step_ms", ms).add("tok_s", static_cast<double>(c.batch * c.seq) / ms * 1000.0);
+  line.add("precision", c.precision).add("gpus", world).add("step_ms", ms);
+  line.add("tok_s", static_cast<double>(c.batch * c.seq * world) / ms * 1000.0);
+  if (comm) line.add("alone_step_ms", alone_ms).add("comm_share", 1.0 - alone_ms / ms);
   if (device.is_cuda()) line.add("peak_gib", static_cast<double>(cuda::memory_stats(device.index).peak) / (1 << 30));
   out.write(line);
 }
@@ -90,7 +113,15 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("warmup", &c.warmup, "untimed steps first");
   flags.add("out", &c.out, "also write the JSON lines to this file");
   add_precision_flag(flags, c.precision);
+  ScaleOut scale;
+  add_scale_out_flags(flags, scale);
   if (!flags.parse(args)) return 0;
+  if (should_launch(scale, flags)) return launch_local_ranks(scale, {"bench", "train"}, args);
+  std::unique_ptr<dist::Communicator> comm;
+  if (const std::optional<tools::RankEnvironment> env = tools::rank_environment()) {
+    c.device = "cuda";
+    comm = join_run(*env, scale);
+  }
   fill_standard(c, Device::parse(c.device).is_cuda());
   bench::JsonLinesOut out(c.out);
   size_t start = 0;
@@ -98,9 +129,10 @@ int run(const std::string& program, std::span<const std::string> args) {
     const size_t end = std::min(c.models.find(',', start), c.models.size());
     const std::string name = c.models.substr(start, end - start);
     if (name != "softmax" && name != "regla") flags.fail("unknown model '" + name + "' (softmax, regla)");
-    bench_model(c, name, out);
+    bench_model(c, name, out, comm.get());
     start = end + 1;
   }
+  if (comm) comm->close();
   return 0;
 }
 

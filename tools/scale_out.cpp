@@ -28,15 +28,17 @@ bool should_launch(const ScaleOut& s, const Flags& flags) {
   return true;
 }
 
-int launch_local_ranks(const ScaleOut& s, const std::string& subcommand, std::span<const std::string> args) {
+int launch_local_ranks(const ScaleOut& s, const std::vector<std::string>& command, std::span<const std::string> args) {
   tools::LaunchSpec spec;
-  spec.argv = {tools::self_executable(), subcommand};
+  spec.argv = {tools::self_executable()};
+  spec.argv.insert(spec.argv.end(), command.begin(), command.end());
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.local_ranks = static_cast<int>(s.gpus);
   spec.node_rank = static_cast<int>(s.node_rank);
   spec.nnodes = static_cast<int>(s.nnodes);
   spec.master = s.master;
-  spec.program_name = "linea " + subcommand;
+  spec.program_name = "linea";
+  for (const std::string& word : command) spec.program_name += " " + word;
   return tools::launch_ranks(spec, stderr);
 }
 

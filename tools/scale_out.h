@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "tools/flags.h"
@@ -36,8 +37,9 @@ void add_scale_out_flags(Flags& f, ScaleOut& s);
 // the process is not itself a rank. Checks the flags' values (UsageError through flags).
 bool should_launch(const ScaleOut& s, const Flags& flags);
 
-// Starts the local ranks of `linea <subcommand> args...` and waits for them (tools/launch.h).
-int launch_local_ranks(const ScaleOut& s, const std::string& subcommand, std::span<const std::string> args);
+// Starts the local ranks of `linea <command words> args...` (`train`, or `bench train`) and waits
+// for them (tools/launch.h).
+int launch_local_ranks(const ScaleOut& s, const std::vector<std::string>& command, std::span<const std::string> args);
 
 // In a rank's process: joins the rendezvous and NCCL as tools::rank_environment() says.
 std::unique_ptr<dist::Communicator> join_run(const tools::RankEnvironment& env, const ScaleOut& s);

@@ -159,7 +159,7 @@ int run(const std::string& program, std::span<const std::string> raw_args) {
     print_layer_letters();
     return 0;
   }
-  if (should_launch(scale, flags)) return launch_local_ranks(scale, "train", raw_args);
+  if (should_launch(scale, flags)) return launch_local_ranks(scale, {"train"}, raw_args);
   if (options.resume) options = resumed_options(options, flags);
   const std::optional<tools::RankEnvironment> rank_env = tools::rank_environment();
   std::unique_ptr<dist::Communicator> comm;
