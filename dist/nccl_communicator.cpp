@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -29,6 +30,88 @@ using Clock = std::chrono::steady_clock;
                     ncclGetLastError(nullptr), ")");                                                     \
   } while (0)
 
+// What the watchdog thread shares with the communicator. It outlives the communicator when the
+// run fails: a thread stuck behind a lost peer is not waited for, and the watchdog may have to end
+// the process itself.
+struct Watch {
+  struct InFlight {
+    cudaEvent_t done;
+    Clock::time_point since;
+  };
+
+  ncclComm_t comm = nullptr;
+  int rank = 0, device = 0;
+  double timeout_s = 0;
+  std::atomic<bool> stop{false};
+  std::mutex mutex;  // everything below
+  std::optional<std::string> failure;
+  Clock::time_point failed_at;
+  bool abort_started = false;  // comm must not be used by the watchdog from then on
+  std::deque<InFlight> in_flight;
+
+  // The first failure wins. Cheap and non-blocking: the monitor's thread calls it.
+  void record(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (failure) return;
+    failure = message;
+    failed_at = Clock::now();
+  }
+
+  std::optional<std::string> recorded() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return failure;
+  }
+};
+
+// How long a rank that has seen a failure may take to wind down (its error printed, its threads
+// and CUDA context torn down) before the watchdog ends the process: a CUDA call queued behind a
+// collective with a dead peer may never return, whatever NCCL's abort does.
+constexpr double kWindDownSeconds = 15;
+
+// The watchdog's loop, every 20 ms: NCCL's own errors, collectives past the timeout, the abort
+// once a failure is known (from a thread of its own, as ncclCommAbort may block), and the last
+// resort above.
+void watch(std::shared_ptr<Watch> w) {
+  cudaSetDevice(w->device);
+  while (!w->stop.load()) {
+    std::unique_lock<std::mutex> lock(w->mutex);
+    if (w->failure && !w->abort_started) {
+      w->abort_started = true;
+      std::thread([comm = w->comm] { ncclCommAbort(comm); }).detach();
+    }
+    if (!w->abort_started) {
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(w->comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress &&
+          !w->failure) {
+        w->failure = std::string("NCCL reported ") + ncclGetErrorString(state) + " (" + ncclGetLastError(w->comm) + ")";
+        w->failed_at = Clock::now();
+      }
+    }
+    while (!w->in_flight.empty() && cudaEventQuery(w->in_flight.front().done) == cudaSuccess) {
+      cudaEventDestroy(w->in_flight.front().done);
+      w->in_flight.pop_front();
+    }
+    const auto now = Clock::now();
+    if (!w->failure && !w->in_flight.empty() &&
+        std::chrono::duration<double>(now - w->in_flight.front().since).count() >= w->timeout_s) {
+      w->failure = "a collective on rank " + std::to_string(w->rank) + " did not complete within " +
+                   std::to_string(static_cast<int>(w->timeout_s)) +
+                   " s: another rank is hung inside its step (or slower than --dist-timeout allows)";
+      w->failed_at = now;
+    }
+    if (w->failure && std::chrono::duration<double>(now - w->failed_at).count() >= kWindDownSeconds) {
+      std::fprintf(stderr,
+                   "linea: error: data-parallel: rank %d stops: %s. It could not wind down within %.0f s (a CUDA "
+                   "call waits on the lost peer), so it exits now; the last checkpoint written stays as it was\n",
+                   w->rank, w->failure->c_str(), kWindDownSeconds);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(Rendezvous&& rendezvous, Device device, const NcclOptions& options)
@@ -36,7 +119,8 @@ class NcclCommunicator final : public Communicator {
         size_(rendezvous.world_size()),
         device_(device),
         options_(options),
-        main_stream_(cuda::use_device(device.index)) {
+        main_stream_(cuda::use_device(device.index)),
+        watch_(std::make_shared<Watch>()) {
     // Rank 0 draws the id that names this communicator; the rendezvous carries it to the others.
     ncclUniqueId id;
     std::string bytes;
@@ -61,18 +145,22 @@ class NcclCommunicator final : public Communicator {
       if (comm_ != nullptr) ncclCommAbort(comm_);
       throw;
     }
-    // From here a lost peer aborts the communicator at once, from the monitor's thread.
-    monitor_->on_failure([this](const std::string& message) { record_failure(message); });
-    watchdog_ = std::thread([this] { watch(); });
+    watch_->comm = comm_;
+    watch_->rank = rank_;
+    watch_->device = device.index;
+    watch_->timeout_s = options.timeout_s;
+    // From here a lost peer is recorded at once, from the monitor's thread, and the watchdog aborts.
+    monitor_->on_failure([w = watch_](const std::string& message) { w->record(message); });
+    watchdog_ = std::thread(watch, watch_);
   }
 
   ~NcclCommunicator() override {
-    stop_watchdog();
-    if (!closed_) abort_once();  // unwinding from an error: the peers learn it from the monitor
-    cudaEventDestroy(side_ready_);
-    cudaEventDestroy(side_done_);
-    cudaStreamDestroy(side_stream_);
-    for (const InFlight& f : in_flight_) cudaEventDestroy(f.done);
+    if (closed_) return;  // close() has joined the watchdog
+    // Unwinding from an error. The process is about to exit: nothing here may wait on the device,
+    // which may be stuck behind a lost peer. The watchdog aborts NCCL and, should the exit itself
+    // hang, ends the process (kWindDownSeconds); the peers learn of it from the monitor.
+    watch_->record("rank " + std::to_string(rank_) + " is leaving the run with an error");
+    if (watchdog_.joinable()) watchdog_.detach();
   }
 
   int rank() const override { return rank_; }
@@ -98,11 +186,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   void check_healthy() override {
-    std::optional<std::string> failure = monitor_->failure();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (failure_) failure = failure_;
-    }
+    std::optional<std::string> failure = watch_->recorded();
+    if (!failure) failure = monitor_->failure();
     if (failure)
       ::linea::fail("data-parallel", "rank ", rank_, " stops: ", *failure,
                     ". The last checkpoint written stays as it was; resume the run with --resume");
@@ -113,22 +198,23 @@ class NcclCommunicator final : public Communicator {
     check_healthy();
     LINEA_CUDA_CHECK(cudaStreamSynchronize(side_stream_), "nccl");
     LINEA_CUDA_CHECK(cudaStreamSynchronize(main_stream_), "nccl");
-    stop_watchdog();
+    check_healthy();
+    watch_->stop.store(true);
+    watchdog_.join();
     LINEA_NCCL_CHECK(ncclCommFinalize(comm_), "closing the communicator");
     wait_for_nccl("closing the communicator");
     ncclCommDestroy(comm_);
     closed_ = true;
+    for (const Watch::InFlight& f : watch_->in_flight) cudaEventDestroy(f.done);
+    cudaEventDestroy(side_ready_);
+    cudaEventDestroy(side_done_);
+    cudaStreamDestroy(side_stream_);
     monitor_->close();
   }
 
   void report_failure(const std::string& message) override { monitor_->report_failure(message); }
 
  private:
-  struct InFlight {
-    cudaEvent_t done;
-    Clock::time_point since;
-  };
-
   void reduce(const Tensor& buffer, cudaStream_t stream) {
     check_healthy();
     LINEA_CHECK(buffer.device() == device_ && buffer.is_contiguous() &&
@@ -145,8 +231,8 @@ class NcclCommunicator final : public Communicator {
     cudaEvent_t done;
     LINEA_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "nccl");
     LINEA_CUDA_CHECK(cudaEventRecord(done, stream), "nccl");
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_flight_.push_back({done, Clock::now()});
+    std::lock_guard<std::mutex> lock(watch_->mutex);
+    watch_->in_flight.push_back({done, Clock::now()});
   }
 
   // A non-blocking communicator may answer ncclInProgress: the call is finished once its async
@@ -154,62 +240,15 @@ class NcclCommunicator final : public Communicator {
   void wait_for_nccl(const char* what) {
     const auto start = Clock::now();
     while (true) {
+      check_healthy();
       ncclResult_t state = ncclSuccess;
       LINEA_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state), what);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) ::linea::fail("nccl", what, " failed: ", ncclGetErrorString(state));
-      check_healthy();
       LINEA_CHECK(std::chrono::duration<double>(Clock::now() - start).count() < options_.timeout_s, "nccl", what,
                   " did not finish within ", options_.timeout_s, " s");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-  }
-
-  // The watchdog: NCCL's own errors and collectives past the timeout. (A lost peer arrives through
-  // the monitor's callback.)
-  void watch() {
-    cudaSetDevice(device_.index);
-    while (!stop_watch_.load()) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
-        record_failure(std::string("NCCL reported ") + ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) + ")");
-      check_in_flight();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-
-  void check_in_flight() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!in_flight_.empty() && cudaEventQuery(in_flight_.front().done) == cudaSuccess) {
-      cudaEventDestroy(in_flight_.front().done);
-      in_flight_.pop_front();
-    }
-    if (in_flight_.empty() || failure_) return;
-    const double waited = std::chrono::duration<double>(Clock::now() - in_flight_.front().since).count();
-    if (waited < options_.timeout_s) return;
-    lock.unlock();
-    record_failure("a collective on rank " + std::to_string(rank_) + " did not complete within " +
-         std::to_string(static_cast<int>(options_.timeout_s)) +
-         " s: another rank is hung inside its step (or slower than --dist-timeout allows)");
-  }
-
-  // The first failure wins; the communicator is aborted once, which frees the kernels that wait.
-  void record_failure(const std::string& message) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (failure_) return;
-      failure_ = message;
-    }
-    abort_once();
-  }
-
-  void abort_once() {
-    if (!aborted_.exchange(true) && comm_ != nullptr) ncclCommAbort(comm_);
-  }
-
-  void stop_watchdog() {
-    stop_watch_.store(true);
-    if (watchdog_.joinable()) watchdog_.join();
   }
 
   const int rank_, size_;
@@ -219,13 +258,10 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t side_ready_ = nullptr, side_done_ = nullptr;
   bool side_pending_ = false;
   ncclComm_t comm_ = nullptr;
+  std::shared_ptr<Watch> watch_;
   std::optional<PeerMonitor> monitor_;
   std::thread watchdog_;
-  std::atomic<bool> stop_watch_{false}, aborted_{false};
   bool closed_ = false;
-  std::mutex mutex_;  // failure_ and in_flight_
-  std::optional<std::string> failure_;
-  std::deque<InFlight> in_flight_;
 };
 
 }  // namespace

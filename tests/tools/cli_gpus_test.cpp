@@ -128,17 +128,19 @@ TEST(CliGpus, AKilledRankIsNamedAndTheCheckpointKept) {
   TempDir dir;
   const std::string log = dir / "run/log.jsonl";
   const std::string script =
-      "--help >/dev/null 2>&1; " + std::string(LINEA_CLI_PATH) + " train " + corpus(dir) +
+      "--help >/dev/null 2>&1; ( " + std::string(LINEA_CLI_PATH) + " train " + corpus(dir) +
       "--steps 100000 --batch 8 --save-every 5 --gpus 2 " + master() + "--out " + dir / "run" + " & L=$!; " +
       "for i in $(seq 600); do [ -f " + log + " ] && [ $(grep -c '\"kind\": \"step\"' " + log +
-      ") -ge 12 ] && break; sleep 0.1; done; kill -9 $(pgrep -P $L | sort -n | sed -n 2p); wait $L; echo status=$?";
+      ") -ge 12 ] && break; sleep 0.1; done; kill -9 $(pgrep -P $L | sort -n | sed -n 2p); wait $L; echo status=$? )";
   const auto start = std::chrono::steady_clock::now();
   const Outcome o = run_linea(script);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(contains(o.output, "rank 1")) << o.output;
   EXPECT_TRUE(contains(o.output, "killed by signal 9")) << o.output;
   EXPECT_FALSE(contains(o.output, "status=0")) << o.output;
-  EXPECT_LT(seconds, 120) << "the surviving rank must stop, not hang";
+  EXPECT_TRUE(contains(o.output, "rank 0 stops: rank 1")) << "the survivor names the lost rank: " << o.output;
+  EXPECT_FALSE(contains(o.output, "did not stop within")) << "the survivor must stop by itself: " << o.output;
+  EXPECT_LT(seconds, 60) << "the surviving rank must stop, not hang";
   const std::optional<std::string> latest = train::latest_checkpoint(dir / "run");
   ASSERT_TRUE(latest.has_value());
   EXPECT_NO_THROW(train::load_checkpoint(*latest));
