@@ -130,7 +130,7 @@ TEST(CliGpus, AKilledRankIsNamedAndTheCheckpointKept) {
   const std::string script =
       "--help >/dev/null 2>&1; ( " + std::string(LINEA_CLI_PATH) + " train " + corpus(dir) +
       "--steps 100000 --batch 8 --save-every 5 --gpus 2 " + master() + "--out " + dir / "run" + " & L=$!; " +
-      "for i in $(seq 600); do [ -f " + log + " ] && [ $(grep -c '\"kind\": \"step\"' " + log +
+      "for i in $(seq 600); do [ -f " + log + " ] && [ $(grep -c -E '\"kind\": ?\"step\"' " + log +
       ") -ge 12 ] && break; sleep 0.1; done; kill -9 $(pgrep -P $L | sort -n | sed -n 2p); wait $L; echo status=$? )";
   const auto start = std::chrono::steady_clock::now();
   const Outcome o = run_linea(script);
