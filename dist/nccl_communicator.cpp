@@ -64,51 +64,61 @@ struct Watch {
 };
 
 // How long a rank that has seen a failure may take to wind down (its error printed, its threads
-// and CUDA context torn down) before the watchdog ends the process: a CUDA call queued behind a
-// collective with a dead peer may never return, whatever NCCL's abort does.
+// and CUDA context torn down) before the process is ended: a CUDA call queued behind a collective
+// with a dead peer may never return, whatever NCCL's abort does, and may hold the driver's locks.
 constexpr double kWindDownSeconds = 15;
 
-// The watchdog's loop, every 20 ms: NCCL's own errors, collectives past the timeout, the abort
-// once a failure is known (from a thread of its own, as ncclCommAbort may block), and the last
-// resort above.
+// The watchdog's loop, every 20 ms: NCCL's own errors, collectives past the timeout, and the abort
+// once a failure is known (from a thread of its own, as ncclCommAbort may block). The lock is
+// never held across a CUDA or NCCL call, which may block behind a stuck collective.
 void watch(std::shared_ptr<Watch> w) {
   cudaSetDevice(w->device);
   while (!w->stop.load()) {
     std::unique_lock<std::mutex> lock(w->mutex);
-    if (w->failure && !w->abort_started) {
-      w->abort_started = true;
-      std::thread([comm = w->comm] { ncclCommAbort(comm); }).detach();
-    }
-    if (!w->abort_started) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclCommGetAsyncError(w->comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress &&
-          !w->failure) {
-        w->failure = std::string("NCCL reported ") + ncclGetErrorString(state) + " (" + ncclGetLastError(w->comm) + ")";
-        w->failed_at = Clock::now();
-      }
-    }
-    while (!w->in_flight.empty() && cudaEventQuery(w->in_flight.front().done) == cudaSuccess) {
-      cudaEventDestroy(w->in_flight.front().done);
-      w->in_flight.pop_front();
-    }
-    const auto now = Clock::now();
-    if (!w->failure && !w->in_flight.empty() &&
-        std::chrono::duration<double>(now - w->in_flight.front().since).count() >= w->timeout_s) {
-      w->failure = "a collective on rank " + std::to_string(w->rank) + " did not complete within " +
-                   std::to_string(static_cast<int>(w->timeout_s)) +
-                   " s: another rank is hung inside its step (or slower than --dist-timeout allows)";
-      w->failed_at = now;
-    }
-    if (w->failure && std::chrono::duration<double>(now - w->failed_at).count() >= kWindDownSeconds) {
-      std::fprintf(stderr,
-                   "linea: error: data-parallel: rank %d stops: %s. It could not wind down within %.0f s (a CUDA "
-                   "call waits on the lost peer), so it exits now; the last checkpoint written stays as it was\n",
-                   w->rank, w->failure->c_str(), kWindDownSeconds);
-      std::fflush(stderr);
-      std::_Exit(1);
-    }
+    const bool abort_now = w->failure && !w->abort_started;
+    if (abort_now) w->abort_started = true;
+    const bool may_ask_nccl = !w->abort_started;
+    const std::optional<Watch::InFlight> oldest =
+        w->in_flight.empty() ? std::nullopt : std::optional<Watch::InFlight>(w->in_flight.front());
     lock.unlock();
+
+    if (abort_now) std::thread([comm = w->comm] { ncclCommAbort(comm); }).detach();
+    ncclResult_t state = ncclSuccess;
+    const bool nccl_failed = may_ask_nccl && ncclCommGetAsyncError(w->comm, &state) == ncclSuccess &&
+                             state != ncclSuccess && state != ncclInProgress;
+    if (nccl_failed)
+      w->record(std::string("NCCL reported ") + ncclGetErrorString(state) + " (" + ncclGetLastError(w->comm) + ")");
+    if (oldest) {
+      if (cudaEventQuery(oldest->done) == cudaSuccess) {
+        cudaEventDestroy(oldest->done);
+        lock.lock();
+        w->in_flight.pop_front();  // only this thread pops: the front is still `oldest`
+        lock.unlock();
+        continue;  // look at the next one at once
+      }
+      if (std::chrono::duration<double>(Clock::now() - oldest->since).count() >= w->timeout_s)
+        w->record("a collective on rank " + std::to_string(w->rank) + " did not complete within " +
+                  std::to_string(static_cast<int>(w->timeout_s)) +
+                  " s: another rank is hung inside its step (or slower than --dist-timeout allows)");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The last resort, on a thread that touches neither CUDA nor NCCL, so nothing can hold it up: once
+// a failure is kWindDownSeconds old and the process still runs, it says why and ends it.
+void reap(std::shared_ptr<Watch> w) {
+  while (!w->stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::lock_guard<std::mutex> lock(w->mutex);
+    if (!w->failure || std::chrono::duration<double>(Clock::now() - w->failed_at).count() < kWindDownSeconds)
+      continue;
+    std::fprintf(stderr,
+                 "linea: error: data-parallel: rank %d stops: %s. It could not wind down within %.0f s (a CUDA "
+                 "call waits on the lost peer), so it exits now; the last checkpoint written stays as it was\n",
+                 w->rank, w->failure->c_str(), kWindDownSeconds);
+    std::fflush(stderr);
+    std::_Exit(1);
   }
 }
 
@@ -152,6 +162,7 @@ class NcclCommunicator final : public Communicator {
     // From here a lost peer is recorded at once, from the monitor's thread, and the watchdog aborts.
     monitor_->on_failure([w = watch_](const std::string& message) { w->record(message); });
     watchdog_ = std::thread(watch, watch_);
+    reaper_ = std::thread(reap, watch_);
   }
 
   ~NcclCommunicator() override {
@@ -161,6 +172,7 @@ class NcclCommunicator final : public Communicator {
     // hang, ends the process (kWindDownSeconds); the peers learn of it from the monitor.
     watch_->record("rank " + std::to_string(rank_) + " is leaving the run with an error");
     if (watchdog_.joinable()) watchdog_.detach();
+    if (reaper_.joinable()) reaper_.detach();
   }
 
   int rank() const override { return rank_; }
@@ -201,6 +213,7 @@ class NcclCommunicator final : public Communicator {
     check_healthy();
     watch_->stop.store(true);
     watchdog_.join();
+    reaper_.join();
     LINEA_NCCL_CHECK(ncclCommFinalize(comm_), "closing the communicator");
     wait_for_nccl("closing the communicator");
     ncclCommDestroy(comm_);
@@ -260,7 +273,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   std::shared_ptr<Watch> watch_;
   std::optional<PeerMonitor> monitor_;
-  std::thread watchdog_;
+  std::thread watchdog_, reaper_;
   bool closed_ = false;
 };
 

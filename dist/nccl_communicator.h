@@ -11,7 +11,9 @@
 // not completed within the timeout (a peer hung inside its step). It then aborts the NCCL
 // communicator, which ends the kernels waiting for the lost peer, and check_healthy() (asked after
 // every step) throws an Error that names what happened. The process exits with it and the last
-// checkpoint, written before, stays intact.
+// checkpoint, written before, stays intact. Should the process not get that far (a CUDA call stuck
+// behind the lost peer), a last thread that touches neither CUDA nor NCCL ends it 15 s after the
+// failure, with the same message.
 #include <memory>
 
 #include "dist/communicator.h"
