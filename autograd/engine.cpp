@@ -4,7 +4,7 @@
 //   2. (grad() only) mark the nodes that lead to a requested input, so nothing else runs;
 //   3. run nodes in a ready queue: a node runs once every node that feeds it a gradient has run
 //      (its dependency count reached zero), with its incoming gradients summed. Among ready nodes
-//      the most recently created runs first, which makes the order deterministic.
+//      a leaf's accumulation runs first, then the most recently created: a deterministic order.
 #include "autograd/engine.h"
 
 #include <algorithm>
@@ -23,8 +23,17 @@ namespace {
 
 using autograd::Node;
 
+// The ready queue's order: nodes without edges first (a leaf's AccumulateGrad, whose gradient is
+// then final: data-parallel training starts summing it across GPUs at once, rather than after the
+// whole pass, since these nodes were created in the first forward and would otherwise come last),
+// then the most recently created. Either way each node runs once with its summed gradient, so the
+// order changes no value.
 struct LaterFirst {
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+  bool operator()(const Node* a, const Node* b) const {
+    const bool a_sink = a->edges.empty(), b_sink = b->edges.empty();
+    if (a_sink != b_sink) return b_sink;
+    return a->sequence_nr() < b->sequence_nr();
+  }
 };
 
 std::unordered_map<Node*, int> count_dependencies(Node* root) {
