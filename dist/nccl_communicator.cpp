@@ -258,9 +258,13 @@ class NcclCommunicator final : public Communicator {
       LINEA_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state), what);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) ::linea::fail("nccl", what, " failed: ", ncclGetErrorString(state));
-      LINEA_CHECK(std::chrono::duration<double>(Clock::now() - start).count() < options_.timeout_s, "nccl", what,
-                  " did not finish within ", options_.timeout_s, " s");
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      LINEA_CHECK(waited < options_.timeout_s, "nccl", what, " did not finish within ", options_.timeout_s, " s");
+      // An enqueued collective is usually ready within microseconds, and every millisecond slept
+      // here is a millisecond the GPU may run out of queued kernels: spin first, sleep later
+      // (joining the communicator can take seconds).
+      if (waited < 0.01) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 

@@ -7,6 +7,7 @@
 #
 #   bash tools/gpu/scaling.sh                # GPUS="1 2 4 8" up to the GPUs present
 #   GPUS="1 2" PRECISION=bf16 bash tools/gpu/scaling.sh
+#   NO_SOCKET=1 bash tools/gpu/scaling.sh    # without the two-"host" socket run
 #
 # Expects build-gpu/ (tools/gpu/full_run.sh builds it). NCCL_NVLS_ENABLE stays 0 (linea sets it).
 set -euo pipefail
@@ -26,7 +27,7 @@ for n in $GPUS; do
 done
 # Two "hosts" on one machine: half the GPUs each, NCCL on sockets over the loopback.
 half=$((present / 2))
-if [ "$half" -ge 1 ]; then
+if [ "$half" -ge 1 ] && [ -z "${NO_SOCKET:-}" ]; then
   port=$((port + 1))
   echo "== 2 hosts x $half GPU(s) over sockets" >&2
   export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo
