@@ -13,6 +13,7 @@
 #include "tests/dist/free_port.h"
 #include "tests/test_util.h"
 #include "tests/tools/run_linea.h"
+#include "tests/train/run_logs.h"
 #include "tests/train/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/file_io.h"
@@ -20,6 +21,7 @@
 namespace linea::cli {
 namespace {
 
+using linea::testing::logged_losses;
 using linea::testing::TempDir;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -31,17 +33,6 @@ std::string corpus(const TempDir& dir) {
   train::write_file_atomically(dir / "corpus.txt", text);
   return "--data " + dir / "corpus.txt" + " --cache-dir none --model RS --d-model 32 --heads 2 --seq 32 "
          "--warmup 5 --eval-every 0 --sample-tokens 0 --seed 3 ";
-}
-
-std::map<int64_t, double> logged_losses(const std::string& run_dir) {
-  std::map<int64_t, double> losses;
-  std::istringstream in(train::read_file(run_dir + "/log.jsonl", "log"));
-  std::string line;
-  while (std::getline(in, line)) {
-    const json::Value r = json::parse(line);
-    if (json::get<std::string>(r, "kind") == "step") losses[json::get<int64_t>(r, "step")] = json::get<double>(r, "loss");
-  }
-  return losses;
 }
 
 std::string master() { return "--master 127.0.0.1:" + std::to_string(linea::testing::free_port()) + " "; }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tests/test_util.h"
+#include "tests/train/run_logs.h"
 #include "tests/train/temp_dir.h"
 #include "tests/train/thread_communicator.h"
 #include "train/data_parallel.h"
@@ -18,6 +19,8 @@
 namespace linea::train {
 namespace {
 
+using linea::testing::generated_text;
+using linea::testing::logged_losses;
 using linea::testing::run_ranks;
 using linea::testing::TempDir;
 
@@ -99,16 +102,6 @@ TEST(GradientSync, LeavesTheMeanOfTheRanksGradients) {
     }
 }
 
-std::string generated_text(uint64_t seed) {
-  const char* words[] = {"the", "ranks", "share", "a", "batch", "and", "sum", "their", "gradients", "over",
-                         "rings", "of", "links", "while", "backward", "runs", "on", "each", "device"};
-  Generator gen(seed);
-  const std::vector<int64_t> picks = randint(0, 19, {1500}, kCPU, &gen).to_vector<int64_t>();
-  std::string text;
-  for (size_t i = 0; i < picks.size(); ++i) text += std::string(words[picks[i]]) + (i % 11 == 10 ? ".\n" : " ");
-  return text;
-}
-
 TrainOptions options_for(const TempDir& dir, const std::string& run, int64_t batch) {
   TrainOptions o;
   o.data = dir / "corpus.txt";
@@ -126,17 +119,6 @@ TrainOptions options_for(const TempDir& dir, const std::string& run, int64_t bat
   o.sample_tokens = 8;
   o.out = dir / run;
   return o;
-}
-
-std::map<int64_t, double> logged_losses(const std::string& run_dir, const char* kind = "step") {
-  std::map<int64_t, double> losses;
-  std::istringstream in(read_file(run_dir + "/log.jsonl", "log"));
-  std::string line;
-  while (std::getline(in, line)) {
-    const json::Value r = json::parse(line);
-    if (json::get<std::string>(r, "kind") == kind) losses[json::get<int64_t>(r, "step")] = json::get<double>(r, "loss");
-  }
-  return losses;
 }
 
 std::FILE* quiet() { return std::fopen("/dev/null", "w"); }

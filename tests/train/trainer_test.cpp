@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tests/test_util.h"
+#include "tests/train/run_logs.h"
 #include "tests/train/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/corpus.h"
@@ -18,18 +19,9 @@
 namespace linea::train {
 namespace {
 
+using linea::testing::generated_text;
+using linea::testing::logged_losses;
 using linea::testing::TempDir;
-
-// A few thousand characters of pseudo-English from a seeded generator.
-std::string generated_text(uint64_t seed) {
-  const char* words[] = {"the", "model", "learns", "a", "small", "corpus", "of", "words", "and", "gates",
-                         "decay", "slowly", "while", "keys", "meet", "queries", "in", "linear", "time"};
-  Generator gen(seed);
-  const std::vector<int64_t> picks = randint(0, 19, {1500}, kCPU, &gen).to_vector<int64_t>();
-  std::string text;
-  for (size_t i = 0; i < picks.size(); ++i) text += std::string(words[picks[i]]) + (i % 11 == 10 ? ".\n" : " ");
-  return text;
-}
 
 TrainOptions tiny_options(const TempDir& dir, const std::string& run) {
   TrainOptions o;
@@ -51,18 +43,6 @@ TrainOptions tiny_options(const TempDir& dir, const std::string& run) {
 }
 
 void write_corpus(const TempDir& dir) { write_file_atomically(dir / "corpus.txt", generated_text(5)); }
-
-// The loss of every step in a run's log, as written (exact decimal round-trip text).
-std::map<int64_t, std::string> logged_losses(const std::string& run_dir) {
-  std::map<int64_t, std::string> losses;
-  std::istringstream in(read_file(run_dir + "/log.jsonl", "log"));
-  std::string line;
-  while (std::getline(in, line)) {
-    const json::Value r = json::parse(line);
-    if (json::get<std::string>(r, "kind") == "step") losses[json::get<int64_t>(r, "step")] = json::dump(json::at(r, "loss"));
-  }
-  return losses;
-}
 
 std::FILE* quiet() { return std::fopen("/dev/null", "w"); }
 
@@ -138,15 +118,15 @@ TEST(Trainer, Bf16LossesFollowTheFp32Run) {
   ASSERT_EQ(bf16.size(), 300u);
   double largest = 0;
   int differ = 0;
-  for (const auto& [step, text] : fp32) {
-    const double a = std::stod(text), b = std::stod(bf16.at(step));
+  for (const auto& [step, a] : fp32) {
+    const double b = bf16.at(step);
     largest = std::max(largest, std::abs(b - a) / a);
     differ += a != b;
   }
   EXPECT_LT(largest, 0.01);
   EXPECT_GT(differ, 250);
   std::printf("bf16 vs fp32 over 300 steps: largest relative loss difference %.4f, %d steps differ\n", largest, differ);
-  EXPECT_LT(std::stod(bf16.at(300)), std::stod(bf16.at(1)) - 0.5);  // and it learns
+  EXPECT_LT(bf16.at(300), bf16.at(1) - 0.5);  // and it learns
 }
 
 // A stop request (what `linea train` makes of Ctrl-C) ends the run at a checkpoint of its last

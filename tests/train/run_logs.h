@@ -1,0 +1,40 @@
+#pragma once
+// What the trainer tests share: a seeded corpus to train on, and the losses a run logged.
+#include <cstdint>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nn/json.h"
+#include "tensor/creation.h"
+#include "tensor/random.h"
+#include "train/file_io.h"
+
+namespace linea::testing {
+
+// A few thousand characters of pseudo-English from a seeded generator.
+inline std::string generated_text(uint64_t seed) {
+  const char* words[] = {"the", "model", "learns", "a", "small", "corpus", "of", "words", "and", "gates",
+                         "decay", "slowly", "while", "keys", "meet", "queries", "in", "linear", "time"};
+  Generator gen(seed);
+  const std::vector<int64_t> picks = randint(0, 19, {1500}, kCPU, &gen).to_vector<int64_t>();
+  std::string text;
+  for (size_t i = 0; i < picks.size(); ++i) text += std::string(words[picks[i]]) + (i % 11 == 10 ? ".\n" : " ");
+  return text;
+}
+
+// The loss of every record of `kind` ("step", or "eval") in a run's log.jsonl, by step. JSON's
+// numbers round-trip, so two runs' maps are equal exactly when their logs' losses are.
+inline std::map<int64_t, double> logged_losses(const std::string& run_dir, const std::string& kind = "step") {
+  std::map<int64_t, double> losses;
+  std::istringstream in(train::read_file(run_dir + "/log.jsonl", "log"));
+  std::string line;
+  while (std::getline(in, line)) {
+    const json::Value r = json::parse(line);
+    if (json::get<std::string>(r, "kind") == kind) losses[json::get<int64_t>(r, "step")] = json::get<double>(r, "loss");
+  }
+  return losses;
+}
+
+}  // namespace linea::testing
