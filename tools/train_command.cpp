@@ -110,12 +110,17 @@ train::TrainOptions resumed_options(const train::TrainOptions& given, const Flag
 }
 
 // The command that continues a stopped run: --resume takes every option from the checkpoint, so
-// --out is all it needs. The program is named as the user started it (argv[0], which glibc keeps
+// --out is all it needs (and, for a data-parallel run, where to run it). The program is named as the user started it (argv[0], which glibc keeps
 // in program_invocation_name): "./build/tools/linea" stays that and "linea" found on the PATH
 // stays "linea", so the line can be pasted as it is, from the same directory.
 std::string resume_command(const std::string& out, const std::optional<tools::RankEnvironment>& ranks) {
   std::string command = shell_quote(program_invocation_name) + " train --resume --out " + shell_quote(out);
-  if (ranks) command += " --gpus " + std::to_string(ranks->local_world_size) + " (on every host of the run)";
+  if (!ranks) return command;
+  command += " --gpus " + std::to_string(ranks->local_world_size);
+  // Across hosts each needs its own --node-rank: a shell comment says so and keeps the line pasteable.
+  if (ranks->world_size > ranks->local_world_size)
+    command += " --nnodes " + std::to_string(ranks->world_size / ranks->local_world_size) + " --master " +
+               ranks->master + "  # on every host, each with its --node-rank";
   return command;
 }
 
