@@ -110,9 +110,10 @@ train::TrainOptions resumed_options(const train::TrainOptions& given, const Flag
 }
 
 // The command that continues a stopped run: --resume takes every option from the checkpoint, so
-// --out is all it needs (and, for a data-parallel run, where to run it). The program is named as the user started it (argv[0], which glibc keeps
-// in program_invocation_name): "./build/tools/linea" stays that and "linea" found on the PATH
-// stays "linea", so the line can be pasted as it is, from the same directory.
+// --out is all it needs (and, for a data-parallel run, where to run it). The program is named as
+// the user started it (argv[0], which glibc keeps in program_invocation_name):
+// "./build/tools/linea" stays that and "linea" found on the PATH stays "linea", so the line can
+// be pasted as it is, from the same directory.
 std::string resume_command(const std::string& out, const std::optional<tools::RankEnvironment>& ranks) {
   std::string command = shell_quote(program_invocation_name) + " train --resume --out " + shell_quote(out);
   if (!ranks) return command;
