@@ -22,6 +22,8 @@
 //   sample.cpp     sample_tokens (no autograd: generation's draw, on the logits' device)
 //   linear_step.cpp     linear_attention_step (no autograd: a linear attention layer's decoding
 //                  token in one kernel)
+//   cached_attention.cpp  cached_attention_step (no autograd: softmax attention's decoding token
+//                  over a KV cache written in place)
 // Errors name the op and the offending shapes, dtypes and devices (tensor/error.h).
 #include <optional>
 #include <vector>
@@ -296,6 +298,16 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 // rule exactly. A row that holds a NaN or +inf, or only -inf, gets -1 (the caller raises on it:
 // checking here would wait for the device).
 Tensor sample_tokens(const Tensor& logits, const Tensor& u, const SamplingParams& params);
+
+// Softmax attention's decoding token over a KV cache held in place (ops/cached_attention.cpp;
+// tensor/backend_kernels.def has the exact rule), outside autograd. q (B, H, dh) and the new
+// token's k, v (B, KV, dh); positions (B) Int64, the tokens each row has seen; cos, sin the RoPE
+// tables (L, half) or undefined; cache_k, cache_v (B, KV, C, dh). Writes the rotated key and the
+// value into column positions[b] mod C, attends over the columns seen (the last C positions),
+// advances positions by one, and returns (B, H, dh). scale defaults to 1/sqrt(dh). One launch
+// on CUDA whatever the position: a decoding step that keeps its shapes, so a graph can replay it.
+Tensor cached_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& positions, const Tensor& cos,
+                             const Tensor& sin, Tensor& cache_k, Tensor& cache_v, std::optional<double> scale = {});
 
 // max |a - b| over two tensors of one shape (no autograd): how tests and benchmarks compare results.
 double max_abs_diff(const Tensor& a, const Tensor& b);

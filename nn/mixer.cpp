@@ -54,4 +54,9 @@ std::unique_ptr<DecodeState> SequenceMixer::stack_states(const std::vector<const
   return out;
 }
 
+void SequenceMixer::reserve(DecodeState& state, int64_t tokens) const {
+  LINEA_CHECK(tokens >= state.position, "reserve", "the state has seen ", state.position,
+              " tokens already, more than the ", tokens, " asked for");
+}
+
 }  // namespace linea::nn

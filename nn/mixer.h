@@ -35,6 +35,9 @@ struct DecodeState {
   std::vector<std::pair<std::string, Tensor>> tensors() const;
   int64_t position = 0;  // tokens consumed so far (RoPE and caches use it); in a state stacked
                          // from sequences of different lengths, the largest
+  // The most tokens this state can hold, once SequenceMixer::reserve has sized it (0: no limit);
+  // a step past it is an error.
+  virtual int64_t token_limit() const { return 0; }
 };
 
 class SequenceMixer : public Module {
@@ -52,6 +55,11 @@ class SequenceMixer : public Module {
   // default concatenates every tensor of DecodeState::members() along the batch, which suits any
   // state whose size does not depend on the tokens seen.
   virtual std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const;
+  // Sizes `state` once for `tokens` in all (those seen and those to come), so that decoding
+  // neither allocates nor moves its memory: what a CUDA graph that replays the step needs
+  // (train/decode_graph.h). A step past `tokens` is then an error. Nothing to do for a state of
+  // fixed size (the default); softmax attention allocates its KV cache here.
+  virtual void reserve(DecodeState& state, int64_t tokens) const;
 };
 
 // Gives every member of the state that is a view into a larger buffer a storage of its own. The

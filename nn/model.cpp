@@ -241,6 +241,11 @@ LanguageModel::State LanguageModel::stack_states(const std::vector<const State*>
   return stacked;
 }
 
+void LanguageModel::reserve(State& state, int64_t tokens) const {
+  check_state(state);
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i]->mixer->reserve(*state.layers[i], tokens);
+}
+
 Tensor LanguageModel::step(const Tensor& ids, State& state) {
   check_ids(ids, "ids");
   LINEA_CHECK(ids.dim() == 1, "LanguageModel", "step takes one id per sequence, (batch), got ", ids.describe());

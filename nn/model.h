@@ -102,6 +102,9 @@ class LanguageModel : public Module {
   // One state for the sequences of `rows` (each of any batch), in order; they may have seen
   // different numbers of tokens (SequenceMixer::stack_states). A row may appear more than once.
   State stack_states(const std::vector<const State*>& rows) const;
+  // Sizes every layer's state for `tokens` in all (SequenceMixer::reserve): decoding then neither
+  // allocates nor moves memory, as a CUDA graph of the step needs, and a step past it is an error.
+  void reserve(State& state, int64_t tokens) const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }

@@ -98,6 +98,7 @@ class DecodeBench {
       }, 0);
       line.add("prompt_steps_ms", ms).add("prefill_speedup", ms / prefill_ms);
     }
+    model_.reserve(prompt_state, context);  // a KV cache sized for the prompt alone, as its state's size
     line.add("state_mib", mib(state_bytes(prompt_state)));
     for (int64_t batch : c_.batch_sizes) {
       decode(line, batch, prompt_state, logits, /*graphed=*/false);
@@ -147,6 +148,7 @@ class DecodeBench {
       graph.reset();
       state = nn::LanguageModel::State{};
       state = model_.stack_states(rows);
+      model_.reserve(state, prompt_state.position + c_.decode_tokens + 1);  // as generate() does
       if (graphed) graph = train::DecodeGraph::capture(model_, state, batch, device_, &why_not);
       sync();
     };

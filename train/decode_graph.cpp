@@ -1,6 +1,7 @@
 // The graphed decoding step (train/decode_graph.h).
 #include "train/decode_graph.h"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -41,6 +42,9 @@ std::string first_reshaped_member(nn::LanguageModel& model, State& state, int64_
   for (size_t i = 0; i < from.size(); ++i) *to[i] = from[i]->defined() ? clone(*from[i]) : Tensor();
   for (size_t i = 0; i < state.layers.size(); ++i) copy.layers[i]->position = state.layers[i]->position;
   copy.position = state.position;
+  int64_t limit = 0;  // a reserved state is sized once; its copy must be too, or it would grow
+  for (const auto& layer : state.layers) limit = std::max(limit, layer->token_limit());
+  if (limit > 0) model.reserve(copy, limit);
   model.step(zeros({batch}, {kInt64, device}), copy);  // also warms up cuBLAS and the allocator
   const std::vector<std::string> names = member_names(state);
   for (size_t i = 0; i < from.size(); ++i) {
@@ -90,7 +94,8 @@ std::unique_ptr<DecodeGraph> DecodeGraph::capture(nn::LanguageModel& model, Stat
     graph->graph_ = cuda_runtime().capture(device.index, [&] {
       graph->logits_ = model.step(graph->ids_, state);
       for (size_t i = 0; i < slots.size(); ++i) {
-        if (!graph->inputs_[i].defined()) continue;
+        // Undefined, or written in place by the step itself (softmax attention's KV cache).
+        if (!graph->inputs_[i].defined() || slots[i]->raw_data() == graph->inputs_[i].raw_data()) continue;
         copy_(graph->inputs_[i], *slots[i]);  // the new state over the old, in the graph
         *slots[i] = graph->inputs_[i];
       }
@@ -112,6 +117,11 @@ const Tensor& DecodeGraph::step(const Tensor& ids) {
     NoGradGuard no_grad;
     Tensor input = ids_;
     copy_(input, ids);
+  }
+  for (size_t i = 0; i < state_.layers.size(); ++i) {
+    const int64_t limit = state_.layers[i]->token_limit();
+    LINEA_CHECK(limit == 0 || state_.layers[i]->position < limit, "DecodeGraph", "layer ", i, "'s state was reserved for ",
+                limit, " tokens and has seen them all; reserve more before capturing (generate: raise the maximum length)");
   }
   graph_->replay();
   ++state_.position;

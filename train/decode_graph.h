@@ -8,12 +8,14 @@
 // A graph replays fixed kernels on fixed memory, so the step may be captured only where it does
 // the same work on the same buffers every token:
 // - The state's tensors must keep their shapes. Recurrent layers (the linear and gated family,
-//   Griffin, WQKV pooling) do; softmax attention's KV cache gains a column per token, so a model
-//   with an S layer decodes eagerly (capture() says so).
+//   Griffin, WQKV pooling) do; softmax attention's KV cache does once it is reserved
+//   (LanguageModel::reserve: sized for the tokens to come, written in place by the step), and
+//   not before, since it grows (capture() then says so). Replaying past the reserve is an error.
 // - The step reads its inputs from buffers of its own: the ids (copied in by step()) and the
 //   state's tensors as they were at the capture. The step computes each new state tensor into
 //   the graph's memory and, as its last kernels, copies it back over the old one, so the
-//   state object keeps pointing at the same buffers and the next replay reads the new values.
+//   state object keeps pointing at the same buffers and the next replay reads the new values
+//   (a tensor the step writes in place, like the KV cache, needs no copy).
 // - The host-side counters (positions) are advanced by step(), as model.step() advances them.
 // Replays run exactly the kernels an eager step runs, so a graphed step gives the same logits,
 // bit for bit (tests/train/decode_graph_test.cpp).

@@ -114,6 +114,11 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
   model.eval();
   NoGradGuard no_grad;
   auto [state, logits] = prefill_rows(model, requests, device);
+  // Every state sized once for the longest row and its new tokens: the KV caches then neither
+  // grow nor move while decoding, and the step can be replayed from a graph.
+  size_t longest = 0;
+  for (const Request& r : requests) longest = std::max(longest, r.prompt.size());
+  model.reserve(state, static_cast<int64_t>(longest) + std::max<int64_t>(o.tokens, 1));
   std::vector<std::unique_ptr<Generator>> streams;  // one per row (a Generator does not move)
   for (const Request& r : requests) streams.push_back(std::make_unique<Generator>(r.seed));
   const auto batch = static_cast<int64_t>(requests.size());

@@ -15,6 +15,11 @@
 // and on_token) through an asynchronous copy (tensor/host_copy.h) after it has queued the next
 // step, so the copy does not leave the device idle.
 //
+// Before the first step the state is reserved for the longest prompt and its new tokens
+// (LanguageModel::reserve), so softmax layers' KV caches are allocated once and the step, which
+// then keeps its shapes, is replayed from a CUDA graph on the GPU (train/decode_graph.h) for
+// every model.
+//
 // Several sequences generate as one batch: each prompt is prefilled alone (once, however many
 // sequences share it), the states are stacked (LanguageModel::stack_states: prompts of different
 // lengths right-aligned in the KV caches, each row at its own position), and every step decodes

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -11,32 +12,87 @@ namespace linea::nn {
 
 namespace {
 
-// The keys and values of the positions seen: the last n <= W of them with a window, all of them
-// without. In a batch stacked from sequences of different lengths (stack_states), the rows sit
-// right-aligned: row b's keys are the last min(positions[b], n) of the n columns, and the columns
-// before them are padding that its queries never see. New tokens are appended to every row alike.
+// The keys and values of the positions seen, in a buffer of C columns: row b's key of position p
+// sits in column p mod C. Without a window C grows (capacity_for) to hold every position; with a
+// window W it stops at W, a ring of the last W positions. reserve() sizes it once for a known
+// number of tokens; after that it never moves (a CUDA graph can replay the step) and a step past
+// that number is an error. Columns not yet written hold zeros, so two caches that saw the same
+// tokens hold the same values. The step's kernel (cached_attention_step) writes the new column
+// and advances `seen` on the device: the host decides nothing per token but whether to grow.
 struct KVCache : DecodeState {
-  Tensor k, v;                     // (B, KV, n, dh)
-  std::vector<int64_t> positions;  // tokens seen by each row; empty when every row has seen `position`
-  std::vector<std::pair<std::string, Tensor*>> members() override { return {{"k", &k}, {"v", &v}}; }
+  Tensor k, v;               // (B, KV, C, dh)
+  Tensor seen;               // (B) Int64, on the cache's device: tokens each row has seen
+  std::vector<int64_t> lag;  // position - seen, per row (rows stacked from shorter prompts lag); empty: none
+  int64_t reserved = 0;      // tokens the cache was sized for (0: it grows as needed)
+  Tensor cos, sin;           // the RoPE tables the last step read, kept alive for a captured graph
+  std::vector<std::pair<std::string, Tensor*>> members() override {
+    return {{"k", &k}, {"v", &v}, {"seen", &seen}};
+  }
+  int64_t token_limit() const override { return reserved; }
+  int64_t capacity() const { return k.size(2); }
+  std::vector<int64_t> seen_by_row() const {
+    std::vector<int64_t> rows(static_cast<size_t>(k.size(0)), position);
+    for (size_t b = 0; b < lag.size(); ++b) rows[b] -= lag[b];
+    return rows;
+  }
 };
 
-// Keeps the last `window` positions of the cache (all of them for window 0).
-void keep_window(KVCache& cache, int64_t window) {
-  if (window == 0 || cache.k.size(2) <= window) return;
-  const int64_t drop = cache.k.size(2) - window;
-  cache.k = narrow(cache.k, 2, drop, window);
-  cache.v = narrow(cache.v, 2, drop, window);
+// Columns for `tokens` in a cache that grows: powers of two from 16 (so few regrowths in all),
+// at most the window.
+int64_t capacity_for(int64_t tokens, int64_t window) {
+  int64_t c = 16;
+  while (c < tokens) c *= 2;
+  return window > 0 ? std::min(c, window) : c;
 }
 
-// Which of the n cache columns each row of a right-aligned cache sees: column j for row b when
-// j >= n - min(positions[b], n). (B, 1, 1, 1, n) Bool, broadcast over (B, KV, G, Tq = 1, n).
-Tensor visible_columns(const std::vector<int64_t>& positions, int64_t n, Device device) {
-  const auto batch = static_cast<int64_t>(positions.size());
-  std::vector<double> first(positions.size());
-  for (size_t b = 0; b < positions.size(); ++b) first[b] = static_cast<double>(n - std::min(positions[b], n));
-  const Tensor columns = reshape(arange(0, n, 1, {kFloat64}), {1, n});
-  return to(reshape(ge(columns, from_vector(first, {batch, 1})), {batch, 1, 1, 1, n}), device);
+// The columns the cache needs for `tokens` in all: what it has when reserved (an error past the
+// reserve), else enough to grow into.
+int64_t columns_for(const KVCache& cache, int64_t tokens, int64_t window) {
+  if (cache.reserved == 0) return std::max(cache.capacity(), capacity_for(tokens, window));
+  LINEA_CHECK(tokens <= cache.reserved, "SoftmaxAttention", "the KV cache was reserved for ", cache.reserved,
+              " tokens and token ", tokens, " does not fit; reserve more (generate: raise the maximum length)");
+  return cache.capacity();
+}
+
+// The keys a buffer (B, KV, C, dh) holds for rows that have each seen `seen` tokens, in position
+// order: the last min(seen, C) positions.
+Tensor in_position_order(const Tensor& buffer, int64_t seen) {
+  const int64_t c = buffer.size(2);
+  if (seen <= c) return narrow(buffer, 2, 0, seen);
+  const int64_t oldest = seen % c;  // the column of position seen - C
+  return oldest == 0 ? buffer : cat({narrow(buffer, 2, oldest, c - oldest), narrow(buffer, 2, 0, oldest)}, 2);
+}
+
+// Keys (B, KV, n, dh) of the positions [end - n, end), in order, laid out in a fresh buffer of C
+// columns: the last min(n, C) of them, position p in column p mod C, zeros where there is none
+// (n < C: then the keys start at position 0, nothing has wrapped). Differentiable: a cat of the
+// keys' pieces.
+Tensor ring_layout(const Tensor& keys, int64_t end, int64_t columns) {
+  const int64_t n = std::min(keys.size(2), columns);
+  const Tensor last = narrow(keys, 2, keys.size(2) - n, n);
+  if (n < columns) {
+    const Tensor pad = zeros({keys.size(0), keys.size(1), columns - n, keys.size(3)}, {keys.dtype(), keys.device()});
+    return n == 0 ? pad : cat({last, pad}, 2);
+  }
+  const int64_t shift = end % columns;  // the column of the oldest position kept, end - C
+  if (shift == 0) return clone(last);
+  return cat({narrow(last, 2, columns - shift, shift), narrow(last, 2, 0, columns - shift)}, 2);
+}
+
+// A buffer whose rows have seen `seen` tokens, laid out again in `columns` columns.
+Tensor relaid(const Tensor& buffer, int64_t seen, int64_t columns) {
+  return ring_layout(in_position_order(buffer, seen), seen, columns);
+}
+
+// The cache in buffers of `columns` columns. Only a cache whose ring has not wrapped is ever
+// resized (it grows below the window, and reserve() keeps a full ring as it is): every row's
+// keys sit at columns [0, seen), so rows that lag need nothing of their own.
+void resize(KVCache& cache, int64_t columns) {
+  LINEA_CHECK(cache.position <= std::min(cache.capacity(), columns), "SoftmaxAttention",
+              "internal: resizing a KV cache of ", cache.capacity(), " columns that has seen ", cache.position,
+              " tokens to ", columns);
+  cache.k = relaid(cache.k, cache.position, columns);
+  cache.v = relaid(cache.v, cache.position, columns);
 }
 
 // Which key positions each query may see: s <= t, and s > t - window when windowed. Query rows
@@ -121,80 +177,120 @@ std::unique_ptr<DecodeState> SoftmaxAttention::init_state(int64_t batch) const {
   const Tensor& w = q_proj->weight;
   cache->k = zeros({batch, config_.kv_heads, 0, config_.head_dim}, {w.dtype(), w.device()});
   cache->v = cache->k;
+  cache->seen = zeros({batch}, {kInt64, w.device()});
   return cache;
 }
 
 Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) {
-  KVCache* cache = &step_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
-  const bool ragged = !cache->positions.empty();
-  const Tensor x3 = unsqueeze(x, 1);  // (B, 1, D)
-  // Rotated at the new token's position: one for every row, or in a ragged batch each row's own.
-  auto rotated = [&](const Linear& proj, int64_t heads) {
-    const Tensor h = project_heads(proj, x3, heads, cache->position, /*rotate=*/!ragged);
-    return ragged && rope_ ? rope_->step_rows(h, cache->positions) : h;
-  };
-  const Tensor q = rotated(*q_proj, config_.heads), k = rotated(*k_proj, config_.kv_heads);
-  const Tensor v = project_heads(*v_proj, x3, config_.kv_heads, 0, false);
-  cache->k = cat({cache->k, k}, 2);
-  cache->v = cat({cache->v, v}, 2);
-  keep_window(*cache, config_.window);
-  ++cache->position;
-  if (!ragged)  // every cached position is visible to the newest token (the window bounds the cache)
-    return squeeze(o_proj->forward(attend(q, cache->k, cache->v)), 1);
-  for (int64_t& p : cache->positions) ++p;
-  const Tensor visible = visible_columns(cache->positions, cache->k.size(2), x.device());
-  return squeeze(o_proj->forward(attend_composite(q, cache->k, cache->v, visible)), 1);
+  KVCache& cache = step_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
+  const int64_t tokens = cache.position + 1, batch = x.size(0), dh = config_.head_dim;
+  const int64_t columns = columns_for(cache, tokens, config_.window);
+  if (columns != cache.capacity()) resize(cache, columns);
+  // The projections of one token are (B, heads * dh) rows: (B, heads, dh) as they are.
+  const Tensor q = reshape(q_proj->forward(x), {batch, config_.heads, dh});
+  const Tensor k = reshape(k_proj->forward(x), {batch, config_.kv_heads, dh});
+  const Tensor v = reshape(v_proj->forward(x), {batch, config_.kv_heads, dh});
+  Tensor out;
+  if (is_grad_enabled()) {
+    out = step_differentiable(q, k, v, cache);
+  } else {
+    if (rope_) std::tie(cache.cos, cache.sin) = rope_->tables(std::max(tokens, cache.reserved), x.dtype(), x.device());
+    out = cached_attention_step(q, k, v, cache.seen, cache.cos, cache.sin, cache.k, cache.v);
+  }
+  ++cache.position;
+  return o_proj->forward(reshape(out, {batch, config_.heads * dh}));
+}
+
+// What cached_attention_step does, in ops autograd records: the new column put in with `where`
+// (the cache's buffers become new tensors), the columns not yet seen masked out.
+Tensor SoftmaxAttention::step_differentiable(const Tensor& q, const Tensor& k, const Tensor& v, DecodeState& state) {
+  auto& cache = dynamic_cast<KVCache&>(state);
+  const std::vector<int64_t> seen = cache.seen_by_row();
+  const int64_t batch = q.size(0), columns = cache.capacity();
+  std::vector<double> newest(seen.size()), visible(seen.size());
+  for (size_t b = 0; b < seen.size(); ++b) {
+    newest[b] = static_cast<double>(seen[b] % columns);
+    visible[b] = static_cast<double>(std::min(seen[b] + 1, columns));
+  }
+  const Device device = q.device();
+  const Tensor column = linea::to(reshape(arange(0, columns, 1, {kFloat64}), {1, 1, columns, 1}), device);
+  const Tensor is_new = eq(column, linea::to(from_vector(newest, {batch, 1, 1, 1}), device));  // (B, 1, C, 1)
+  const Tensor allowed = reshape(lt(column, linea::to(from_vector(visible, {batch, 1, 1, 1}), device)), {batch, 1, 1, 1, columns});
+  const Tensor q_at = rope_ ? rope_->step_rows(q, seen) : q, k_at = rope_ ? rope_->step_rows(k, seen) : k;
+  cache.k = where(is_new, unsqueeze(k_at, 2), cache.k);
+  cache.v = where(is_new, unsqueeze(v, 2), cache.v);
+  std::vector<int64_t> advanced = seen;
+  for (int64_t& s : advanced) ++s;
+  cache.seen = linea::to(from_vector<int64_t>(advanced, {batch}), device);
+  return attend_composite(unsqueeze(q_at, 2), cache.k, cache.v, allowed);  // (B, 1, H dh)
 }
 
 Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
-  KVCache* cache = &prefill_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
-  LINEA_CHECK(cache->positions.empty(), "SoftmaxAttention",
+  KVCache& cache = prefill_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
+  LINEA_CHECK(cache.lag.empty(), "SoftmaxAttention",
               "prefill continues a state whose rows have all seen the same number of tokens; this one was stacked "
               "from sequences of different lengths (prefill each alone, then stack)");
-  const int64_t position = cache->position;
+  const int64_t position = cache.position, tokens = position + x.size(1);
+  const int64_t columns = columns_for(cache, tokens, config_.window);
   const Tensor q = project_heads(*q_proj, x, config_.heads, position, true);
-  cache->k = cat({cache->k, project_heads(*k_proj, x, config_.kv_heads, position, true)}, 2);
-  cache->v = cat({cache->v, project_heads(*v_proj, x, config_.kv_heads, position, false)}, 2);
-  // The queries are the last T of the cached positions, as attend() expects; the window's trim
-  // comes after, since the prompt's first queries still see keys the trim drops.
-  const Tensor out = o_proj->forward(attend(q, cache->k, cache->v));
-  keep_window(*cache, config_.window);
-  cache->position += x.size(1);
-  own_storage(*cache);
+  // The keys seen so far in position order, then the prompt's: the queries are the last T of
+  // them, as attend() expects.
+  const Tensor k = cat({in_position_order(cache.k, position), project_heads(*k_proj, x, config_.kv_heads, position, true)}, 2);
+  const Tensor v = cat({in_position_order(cache.v, position), project_heads(*v_proj, x, config_.kv_heads, position, false)}, 2);
+  const Tensor out = o_proj->forward(attend(q, k, v));
+  const Tensor new_k = ring_layout(k, tokens, columns), new_v = ring_layout(v, tokens, columns);
+  if (cache.reserved > 0) {  // reserved memory stays where it is (a captured graph reads it)
+    copy_(cache.k, detach(new_k));
+    copy_(cache.v, detach(new_v));
+    fill_(cache.seen, static_cast<double>(tokens));
+  } else {
+    cache.k = new_k;
+    cache.v = new_v;
+    cache.seen = full({x.size(0)}, static_cast<double>(tokens), {kInt64, x.device()});
+  }
+  cache.position = tokens;
   return out;
 }
 
-// Each row's keys go to the right end of the stacked cache (see KVCache), zeros in front.
+// Each row's keys laid out in a cache sized for the longest row; the rows that have seen fewer
+// tokens lag (KVCache).
 std::unique_ptr<DecodeState> SoftmaxAttention::stack_states(const std::vector<const DecodeState*>& rows) const {
   LINEA_CHECK(!rows.empty(), "stack_states", "needs at least one state");
   std::vector<const KVCache*> caches;
-  int64_t columns = 0;
+  std::vector<int64_t> seen;
   for (const DecodeState* row : rows) {
     const auto* cache = dynamic_cast<const KVCache*>(row);
     LINEA_CHECK(cache != nullptr, "SoftmaxAttention", "stack_states needs states made by this layer's init_state");
     caches.push_back(cache);
-    columns = std::max(columns, cache->k.size(2));
+    for (int64_t s : cache->seen_by_row()) seen.push_back(s);
   }
   auto out = std::make_unique<KVCache>();
+  out->position = *std::max_element(seen.begin(), seen.end());
+  const int64_t columns = capacity_for(out->position, config_.window);
   std::vector<Tensor> ks, vs;
-  for (const KVCache* cache : caches) {
-    const int64_t pad = columns - cache->k.size(2);
-    auto padded = [&](const Tensor& t) {
-      if (pad == 0) return t;
-      return cat({zeros({t.size(0), t.size(1), pad, t.size(3)}, {t.dtype(), t.device()}), t}, 2);
-    };
-    ks.push_back(padded(cache->k));
-    vs.push_back(padded(cache->v));
-    for (int64_t b = 0; b < cache->k.size(0); ++b)
-      out->positions.push_back(cache->positions.empty() ? cache->position : cache->positions[static_cast<size_t>(b)]);
-  }
+  size_t row = 0;
+  for (const KVCache* cache : caches)
+    for (int64_t b = 0; b < cache->k.size(0); ++b, ++row) {
+      ks.push_back(relaid(narrow(cache->k, 0, b, 1), seen[row], columns));
+      vs.push_back(relaid(narrow(cache->v, 0, b, 1), seen[row], columns));
+    }
   out->k = cat(ks, 0);
   out->v = cat(vs, 0);
-  for (int64_t p : out->positions) out->position = std::max(out->position, p);
-  const bool uniform = std::all_of(out->positions.begin(), out->positions.end(),
-                                   [&](int64_t p) { return p == out->position; });
-  if (uniform) out->positions.clear();
+  out->seen = linea::to(from_vector<int64_t>(seen, {static_cast<int64_t>(seen.size())}), caches[0]->k.device());
+  if (std::any_of(seen.begin(), seen.end(), [&](int64_t s) { return s != out->position; }))
+    for (int64_t s : seen) out->lag.push_back(out->position - s);
   return out;
+}
+
+void SoftmaxAttention::reserve(DecodeState& state, int64_t tokens) const {
+  SequenceMixer::reserve(state, tokens);
+  auto* cache = dynamic_cast<KVCache*>(&state);
+  LINEA_CHECK(cache != nullptr, "SoftmaxAttention", "reserve needs the state made by this layer's init_state");
+  LINEA_CHECK(tokens >= 1, "SoftmaxAttention", "reserve needs at least one token, got ", tokens);
+  const int64_t columns = config_.window > 0 ? std::min(config_.window, tokens) : tokens;
+  if (cache->capacity() != columns) resize(*cache, columns);
+  cache->reserved = tokens;
+  if (rope_) std::tie(cache->cos, cache->sin) = rope_->tables(tokens, cache->k.dtype(), cache->k.device());
 }
 
 }  // namespace linea::nn

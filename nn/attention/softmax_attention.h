@@ -57,6 +57,7 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor step(const Tensor& x, DecodeState& state) override;
   Tensor prefill(const Tensor& x, DecodeState& state) override;
   std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const override;
+  void reserve(DecodeState& state, int64_t tokens) const override;
 
   const SoftmaxAttentionConfig& config() const { return config_; }
 
@@ -71,6 +72,9 @@ class SoftmaxAttention : public SequenceMixer {
   // The composite path; allowed Bool, broadcast over (B, KV, G, Tq, Tk): (Tq, Tk), or per row
   // (B, 1, 1, Tq, Tk); undefined when every key is visible.
   Tensor attend_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) const;
+  // The decoding step in differentiable ops (grad mode): q (B, H, dh), k, v (B, KV, dh) of the new
+  // token, `state` a KVCache with room for it -> (B, 1, H dh). Without grad, cached_attention_step.
+  Tensor step_differentiable(const Tensor& q, const Tensor& k, const Tensor& v, DecodeState& state);
 
   SoftmaxAttentionConfig config_;
   std::shared_ptr<RoPE> rope_;

@@ -41,6 +41,11 @@ void RoPE::ensure_tables(int64_t length, DType dtype, Device device) const {
   }
 }
 
+std::pair<Tensor, Tensor> RoPE::tables(int64_t length, DType dtype, Device device) const {
+  ensure_tables(length, dtype, device);
+  return {cos_cast_, sin_cast_};
+}
+
 Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
   check_last_dim(x, head_dim_, "RoPE");
   LINEA_CHECK(x.dim() >= 2, "RoPE", "expects input (..., time, ", head_dim_, "), got ", x.describe());

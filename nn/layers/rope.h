@@ -23,6 +23,7 @@
 // and device. They are
 // not buffers: they are a function of the options, not state, and stay out of state dicts.
 // The cache makes forward not thread-safe.
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -43,6 +44,12 @@ class RoPE : public Module {
   Tensor step(const Tensor& x, int64_t position) const;       // x (..., dh) at one position
   // x (B, ..., dh): batch row b at positions[b] (B of them).
   Tensor step_rows(const Tensor& x, const std::vector<int64_t>& positions) const;
+
+  // The cos and sin tables (capacity, r/2) in dtype on device, covering positions [0, length) at
+  // least: what a fused kernel that rotates by itself reads (the KV cache's step). The tensors
+  // are replaced, not changed, when a longer length is asked for later, so a holder of these
+  // keeps valid tables.
+  std::pair<Tensor, Tensor> tables(int64_t length, DType dtype, Device device) const;
 
   int64_t head_dim() const { return head_dim_; }
   int64_t rotary_dim() const { return rotary_dim_; }

@@ -1,8 +1,9 @@
 // The decode step replayed from a CUDA graph (train/decode_graph.h): for every layer letter whose
 // state keeps its shape, the replayed steps give the eager steps' logits and states bit for bit,
 // with other allocations made and freed between replays (so a graph pool handing its blocks out
-// would show); a softmax layer, whose KV cache grows, is refused with the reason; generate()
-// draws the same tokens with and without the graph.
+// would show); softmax attention once its KV cache is reserved (written in place by the step),
+// and refused, with the reason, while it may still grow; replaying past the reserve is an error;
+// generate() draws the same tokens with and without the graph.
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ namespace linea::testing {
 namespace {
 
 constexpr int64_t kVocab = 29;
+constexpr int64_t kReserved = 7 + 12;  // the prompt and the steps of a parity test
 
 std::unique_ptr<nn::LanguageModel> tiny_model(const std::string& pattern, DType dtype, Device device) {
   nn::ModelConfig c;
@@ -64,6 +66,8 @@ TEST_P(DecodeGraphParity, ReplaysGiveTheEagerStepsExactly) {
   Generator data(7);
   nn::LanguageModel::State eager = prefilled(model, batch, data);
   nn::LanguageModel::State graphed = model.stack_states({&eager});  // the same state, its own memory
+  model.reserve(eager, kReserved);
+  model.reserve(graphed, kReserved);
   std::string why;
   std::unique_ptr<train::DecodeGraph> graph = train::DecodeGraph::capture(model, graphed, batch, gpu(), &why);
   ASSERT_NE(graph, nullptr) << why;
@@ -84,17 +88,16 @@ TEST_P(DecodeGraphParity, ReplaysGiveTheEagerStepsExactly) {
   EXPECT_EQ(state_diff(eager, graphed, worst), 0.0) << worst;
 }
 
-std::vector<Case> recurrent_letters() {
+std::vector<Case> every_letter() {
   std::vector<Case> cases;
   for (const nn::LayerKind& kind : nn::layer_kinds()) {
-    if (kind.letter == 'S') continue;
     cases.push_back({kind.letter, kFloat32, 1});
     cases.push_back({kind.letter, kFloat64, 3});
   }
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphParity, ::testing::ValuesIn(recurrent_letters()),
+INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphParity, ::testing::ValuesIn(every_letter()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(1, info.param.letter) + (info.param.dtype == kFloat64 ? "_f64" : "_f32") +
                                   "_b" + std::to_string(info.param.batch);
@@ -116,9 +119,28 @@ TEST(DecodeGraph, RefusesAGrowingKvCacheAndLeavesTheStateAlone) {
   EXPECT_EQ(state_diff(before, state, worst), 0.0) << worst;
 }
 
+TEST(DecodeGraph, ReplayingPastTheReserveIsAnError) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const auto owned = tiny_model("SR", kFloat32, gpu());
+  nn::LanguageModel& model = *owned;
+  NoGradGuard no_grad;
+  Generator data(9);
+  nn::LanguageModel::State state = prefilled(model, 1, data);
+  model.reserve(state, 9);
+  std::string why;
+  std::unique_ptr<train::DecodeGraph> graph = train::DecodeGraph::capture(model, state, 1, gpu(), &why);
+  ASSERT_NE(graph, nullptr) << why;
+  const Tensor ids = to(randint(0, kVocab, {1}, kCPU, &data), gpu());
+  graph->step(ids);
+  graph->step(ids);  // tokens 8 and 9 of 9
+  EXPECT_LINEA_ERROR(graph->step(ids), "DecodeGraph", "layer 0", "reserved for 9 tokens");
+  EXPECT_LINEA_ERROR(model.step(ids, state), "SoftmaxAttention", "reserved for 9 tokens", "token 10");
+  EXPECT_EQ(state.position, 9);
+}
+
 TEST(DecodeGraph, GenerateDrawsTheSameTokensWithAndWithoutIt) {
   LINEA_SKIP_WITHOUT_CUDA();
-  const auto owned = tiny_model("RG", kFloat32, gpu());
+  const auto owned = tiny_model("RS", kFloat32, gpu());
   nn::LanguageModel& model = *owned;
   train::SampleOptions o;
   o.tokens = 40;

@@ -1,0 +1,255 @@
+// Softmax attention's decoding token over a KV cache kept in place (tensor/backend_kernels.def:
+// cached_attention_step; cpu/cached_attention.cpp is the oracle). One query row per (batch,
+// head) against up to C cached columns: at batch 1 that is 8 rows of work, far too few blocks to
+// read a long cache at the GPU's bandwidth. So the columns are split (FlashDecoding, Dao et al.
+// 2023): grid (B H, splits), each block an online softmax over its share of the columns, kept as
+// (max, sum, weighted values); a second kernel merges a row's splits in split order. The split
+// count depends on the cache's capacity, never on the positions, so a CUDA graph can replay the
+// step at any position: blocks whose columns are not yet seen exit after writing an empty part.
+//
+// The block whose columns hold the new token's column writes the rotated key and the value
+// there (the first query head of each K/V head, so each column is written once), and every block
+// reads that column from the inputs rather than from the cache: no block waits on another. The
+// merge advances the positions, after every read of them.
+//
+// Each warp takes every kWarps-th column, kColumnsAtOnce at a time, so that their loads are in
+// flight together; a lane holds dims lane, lane + 32, ... of the query and of its accumulators.
+// Every reduction combines in a fixed order: the same input gives the same bits on every run.
+#include <cmath>
+#include <limits>
+
+#include "cuda/buffer.h"
+#include "cuda/kernels/rows.cuh"
+#include "tensor/scalar_math.h"
+
+namespace linea::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kSplitThreads = 32 * kWarps;
+constexpr int kMaxHeadDim = 256;
+constexpr int kPerLane = kMaxHeadDim / 32;
+constexpr int kColumnsAtOnce = 4;
+constexpr int64_t kMinColumnsPerSplit = 32;
+
+template <class T>
+struct CachedArgs {
+  const T *q, *k, *v, *cos, *sin;
+  const int64_t* positions;
+  T *cache_k, *cache_v;
+  T* part_max;  // (B H, splits): the running max of a split's scores (NaN: past the tables)
+  T* part_sum;  // (B H, splits): its sum of exp(score - max)
+  T* part_acc;      // (B H, splits, dh): its sum of exp(score - max) v
+  int64_t heads, group, columns, dh, half, table, per_split;
+  int splits;
+  T scale;
+};
+
+// x rotated at table row `row` into y in shared memory, threads striding over the dims.
+template <class T>
+__device__ void rotate_into(const T* x, const CachedArgs<T>& a, int64_t row, T* y, T factor) {
+  for (int64_t i = threadIdx.x; i < a.dh; i += blockDim.x) {
+    T value = x[i];
+    if (i < 2 * a.half) {
+      const int64_t pair = i < a.half ? i : i - a.half;
+      const T c = a.cos[row * a.half + pair], s = a.sin[row * a.half + pair];
+      T y1, y2;
+      scalar::rotate_pair(x[pair], x[pair + a.half], c, s, y1, y2);
+      value = i < a.half ? y1 : y2;
+    }
+    y[i] = value * factor;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<T> a) {
+  extern __shared__ unsigned char shared_bytes[];
+  T* q = reinterpret_cast<T*>(shared_bytes);  // the rotated, scaled query (dh)
+  T* k_new = q + a.dh;                        // the new token's rotated key (dh)
+  T* warp_max = k_new + a.dh;
+  T* warp_sum_of = warp_max + kWarps;
+  T* warp_acc = warp_sum_of + kWarps;  // (kWarps, dh)
+
+  const int64_t row = blockIdx.x, b = row / a.heads, h = row % a.heads, kv = h / a.group;
+  const int split = static_cast<int>(blockIdx.y);
+  const int64_t p = a.positions[b] > 0 ? a.positions[b] : 0;
+  const int64_t seen = p + 1 < a.columns ? p + 1 : a.columns, column_new = p % a.columns;
+  const int64_t first = split * a.per_split;
+  const int64_t last = first + a.per_split < seen ? first + a.per_split : seen;
+  const int64_t part = row * a.splits + split;
+  const bool past_tables = a.half > 0 && p >= a.table;
+  if (first >= seen || past_tables) {  // nothing to read here (NaN marks the row past the tables)
+    if (threadIdx.x == 0) {
+      a.part_max[part] = past_tables ? T(NAN) : T(-INFINITY);
+      a.part_sum[part] = T(0);
+    }
+    for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) a.part_acc[part * a.dh + d] = T(0);
+    return;
+  }
+  const T* q_in = a.q + row * a.dh;
+  const T* k_in = a.k + (b * (a.heads / a.group) + kv) * a.dh;
+  const T* v_in = a.v + (b * (a.heads / a.group) + kv) * a.dh;
+  const bool holds_new = column_new >= first && column_new < last;
+  if (a.half > 0) {
+    rotate_into(q_in, a, p, q, a.scale);
+    if (holds_new) rotate_into(k_in, a, p, k_new, T(1));
+  } else {
+    for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
+      q[d] = q_in[d] * a.scale;
+      if (holds_new) k_new[d] = k_in[d];
+    }
+  }
+  __syncthreads();
+  const int64_t base = (b * (a.heads / a.group) + kv) * a.columns;
+  if (holds_new && h % a.group == 0)
+    for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
+      a.cache_k[(base + column_new) * a.dh + d] = k_new[d];
+      a.cache_v[(base + column_new) * a.dh + d] = v_in[d];
+    }
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  T q_lane[kPerLane], acc[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t d = lane + 32 * i;
+    q_lane[i] = d < a.dh ? q[d] : T(0);
+    acc[i] = T(0);
+  }
+  T m = -INFINITY, sum = 0;
+  for (int64_t j0 = first + warp; j0 < last; j0 += kWarps * kColumnsAtOnce) {
+    T score[kColumnsAtOnce];
+    const T* v_of[kColumnsAtOnce];
+#pragma unroll
+    for (int c = 0; c < kColumnsAtOnce; ++c) {
+      const int64_t j = j0 + c * kWarps;
+      const bool is_new = j == column_new;
+      const T* key = is_new ? k_new : a.cache_k + (base + j) * a.dh;
+      v_of[c] = is_new ? v_in : a.cache_v + (base + j) * a.dh;
+      T s = 0;
+      if (j < last) {
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i)
+          if (lane + 32 * i < a.dh) s += q_lane[i] * key[lane + 32 * i];
+      }
+      score[c] = s;
+    }
+#pragma unroll
+    for (int c = 0; c < kColumnsAtOnce; ++c) score[c] = warp_sum(score[c]);
+#pragma unroll
+    for (int c = 0; c < kColumnsAtOnce; ++c) {
+      if (j0 + c * kWarps >= last) break;
+      // Online softmax: rescale what was accumulated when the running max grows.
+      const T x = score[c], new_m = fmax(m, x);
+      const T shrink = exp(m - new_m), w = exp(x - new_m);
+      sum = sum * shrink + w;
+      m = new_m;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i)
+        if (lane + 32 * i < a.dh) acc[i] = acc[i] * shrink + w * v_of[c][lane + 32 * i];
+    }
+  }
+  // Merge the warps, in warp order.
+  if (lane == 0) {
+    warp_max[warp] = m;
+    warp_sum_of[warp] = sum;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (lane + 32 * i < a.dh) warp_acc[warp * a.dh + lane + 32 * i] = acc[i];
+  __syncthreads();
+  T block_max = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) block_max = fmax(block_max, warp_max[w]);
+  T block_sum = 0;
+  for (int w = 0; w < kWarps; ++w)
+    if (warp_max[w] != -INFINITY) block_sum += warp_sum_of[w] * exp(warp_max[w] - block_max);
+  for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
+    T total = 0;
+    for (int w = 0; w < kWarps; ++w)
+      if (warp_max[w] != -INFINITY) total += warp_acc[w * a.dh + d] * exp(warp_max[w] - block_max);
+    a.part_acc[part * a.dh + d] = total;
+  }
+  if (threadIdx.x == 0) {
+    a.part_max[part] = block_max;
+    a.part_sum[part] = block_sum;
+  }
+}
+
+// One block per (batch, head): the splits merged in split order; then the first head's block
+// advances the row's position (the split kernel, which read it, has finished).
+template <class T>
+__global__ void cached_merge_kernel(CachedArgs<T> a, T* out, int64_t* positions) {
+  const int64_t row = blockIdx.x;
+  const T* mx = a.part_max + row * a.splits;
+  const T* sums = a.part_sum + row * a.splits;
+  T m = -INFINITY;
+  bool poisoned = false;
+  for (int s = 0; s < a.splits; ++s) {
+    poisoned = poisoned || isnan(mx[s]);
+    m = fmax(m, mx[s]);
+  }
+  T total = 0;
+  for (int s = 0; s < a.splits; ++s)
+    if (mx[s] != -INFINITY) total += sums[s] * exp(mx[s] - m);
+  for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
+    T acc = 0;
+    for (int s = 0; s < a.splits; ++s)
+      if (mx[s] != -INFINITY) acc += a.part_acc[(row * a.splits + s) * a.dh + d] * exp(mx[s] - m);
+    out[row * a.dh + d] = poisoned ? T(NAN) : acc / T(total);
+  }
+  if (row % a.heads == 0 && threadIdx.x == 0) {
+    const int64_t b = row / a.heads;
+    positions[b] = (positions[b] > 0 ? positions[b] : 0) + 1;
+  }
+}
+
+}  // namespace
+
+void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                                        const Tensor& cos, const Tensor& sin, double scale, const Tensor& cache_k,
+                                        const Tensor& cache_v, const Tensor& out) const {
+  const char* op = "cached_attention_step";
+  check_on_device(device_, op, {&q, &k, &v, &positions, &cos, &sin, &cache_k, &cache_v, &out});
+  const int64_t batch = q.size(0), heads = q.size(1), dh = q.size(2), columns = cache_k.size(2);
+  LINEA_CHECK(dh <= kMaxHeadDim, op, "the CUDA kernel takes head dims up to ", kMaxHeadDim, ", got ", dh);
+  const int64_t rows = batch * heads;
+  LINEA_CHECK(rows <= INT32_MAX, op, "too many (batch, head) pairs: ", rows);
+  // Enough blocks to fill the GPU four times over, but no split shorter than kMinColumnsPerSplit.
+  const int64_t wanted = ceil_div(4 * static_cast<int64_t>(sm_count(device_)), rows);
+  const int64_t splits = std::max<int64_t>(1, std::min(wanted, ceil_div(columns, kMinColumnsPerSplit)));
+  const int64_t per_split = ceil_div(columns, splits);
+  const cudaStream_t stream = use_device(device_);
+  dispatch_floating(q.dtype(), op, [&]<class T>() {
+    DeviceBuffer part_max(rows * splits * sizeof(T), device_), part_sum(rows * splits * sizeof(T), device_);
+    DeviceBuffer part_acc(rows * splits * dh * sizeof(T), device_);
+    CachedArgs<T> a{};
+    a.q = q.data<T>();
+    a.k = k.data<T>();
+    a.v = v.data<T>();
+    a.cos = data_or_null<T>(cos);
+    a.sin = data_or_null<T>(sin);
+    a.positions = positions.data<int64_t>();
+    a.cache_k = cache_k.data<T>();
+    a.cache_v = cache_v.data<T>();
+    a.part_max = part_max.as<T>();
+    a.part_sum = part_sum.as<T>();
+    a.part_acc = part_acc.as<T>();
+    a.heads = heads;
+    a.group = heads / cache_k.size(1);
+    a.columns = columns;
+    a.dh = dh;
+    a.half = cos.defined() ? cos.size(1) : 0;
+    a.table = cos.defined() ? cos.size(0) : 0;
+    a.per_split = per_split;
+    a.splits = static_cast<int>(splits);
+    a.scale = static_cast<T>(scale);
+    const size_t bytes = sizeof(T) * (2 * dh + kWarps * dh + 2 * kWarps);
+    launch_kernel(cached_split_kernel<T>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(splits)),
+                  kSplitThreads, bytes, stream, op, a);
+    const int merge_threads = static_cast<int>(std::min<int64_t>(256, ceil_div(dh, 32) * 32));
+    launch_kernel(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), merge_threads, 0, stream, op, a,
+                  out.data<T>(), positions.data<int64_t>());
+  });
+}
+
+}  // namespace linea::cuda

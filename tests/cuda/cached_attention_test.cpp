@@ -1,0 +1,94 @@
+// The CUDA cached_attention_step (cuda/kernels/cached_attention.cu) against the CPU kernel, its
+// oracle: the output, the whole cache after the write, and the advanced positions, at awkward
+// head dims (up to the kernel's 256), caches of 1 to a few thousand columns (so from one split to
+// many, and a split holding only the new column), rows at different positions with some wrapped
+// around the ring, grouped queries, partial and no rotation, and a row past the RoPE tables.
+// Then several steps in a row, each reading what the previous one wrote.
+#include <vector>
+
+#include "tests/cuda/parity.h"
+
+namespace linea::testing {
+namespace {
+
+struct Case {
+  int64_t batch, heads, kv_heads, dh, half, columns;
+  std::vector<int64_t> positions;
+};
+
+struct Inputs {
+  Tensor q, k, v, cos, sin, cache_k, cache_v, positions;
+  Inputs to_device(Device d) const {
+    auto move = [&](const Tensor& t) { return t.defined() ? clone(to(t, d)) : t; };
+    return {move(q), move(k), move(v), move(cos), move(sin), move(cache_k), move(cache_v), move(positions)};
+  }
+};
+
+constexpr int64_t kTable = 5000;
+
+Inputs draw(const Case& c, DType dtype, Generator& gen) {
+  Inputs in;
+  in.q = randn({c.batch, c.heads, c.dh}, dtype, &gen);
+  in.k = randn({c.batch, c.kv_heads, c.dh}, dtype, &gen);
+  in.v = randn({c.batch, c.kv_heads, c.dh}, dtype, &gen);
+  in.cache_k = randn({c.batch, c.kv_heads, c.columns, c.dh}, dtype, &gen);
+  in.cache_v = randn({c.batch, c.kv_heads, c.columns, c.dh}, dtype, &gen);
+  if (c.half > 0) {
+    const Tensor angles = rand({kTable, c.half}, dtype, &gen) * 6.0;
+    in.cos = cos(angles);
+    in.sin = sin(angles);
+  }
+  in.positions = from_vector<int64_t>(c.positions, {c.batch});
+  return in;
+}
+
+Tensor run(Inputs& in) {
+  return cached_attention_step(in.q, in.k, in.v, in.positions, in.cos, in.sin, in.cache_k, in.cache_v);
+}
+
+void expect_same_step(Inputs& cpu, Inputs& cuda, const std::string& name) {
+  const Tensor want = run(cpu), got = run(cuda);
+  EXPECT_TRUE(matches_cpu(got, want)) << name << ": out";
+  EXPECT_TRUE(matches_cpu(cuda.cache_k, cpu.cache_k)) << name << ": cache_k";
+  EXPECT_TRUE(same_values(cuda.cache_v, cpu.cache_v)) << name << ": cache_v";
+  EXPECT_EQ(to(cuda.positions, kCPU).to_vector<int64_t>(), cpu.positions.to_vector<int64_t>()) << name;
+}
+
+TEST(CachedAttentionCuda, MatchesTheCpuKernel) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  const std::vector<Case> cases = {
+      {3, 4, 2, 5, 2, 17, {0, 16, 40}},          // odd head dim, one row wrapped
+      {1, 8, 8, 64, 32, 2100, {2047}},            // the standard head, a long cache, many splits
+      {2, 6, 3, 100, 0, 300, {299, 35}},           // no rotation, a split holding only the new column
+      {2, 2, 1, 256, 64, 1, {7, 0}},               // the largest head, one column
+      {4, 4, 4, 48, 24, 64, {63, 64, 65, 5000}},   // either side of the capacity; the last past the table
+  };
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Generator gen(17);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Inputs base = draw(cases[i], dtype, gen);
+      Inputs cpu = base.to_device(kCPU), cuda = base.to_device(gpu());
+      expect_same_step(cpu, cuda, "case " + std::to_string(i) + " " + dtype_name(dtype));
+    }
+  }
+}
+
+TEST(CachedAttentionCuda, StepsInARowReadWhatTheyWrote) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  Generator gen(23);
+  const Case c{2, 4, 2, 64, 16, 40, {0, 9}};
+  Inputs cpu = draw(c, kFloat32, gen).to_device(kCPU);
+  Inputs cuda = cpu.to_device(gpu());
+  for (int step = 0; step < 50; ++step) {  // row 1 wraps around the 40 columns
+    expect_same_step(cpu, cuda, "step " + std::to_string(step));
+    const Tensor k = randn(cpu.k.shape(), kFloat32, &gen), v = randn(cpu.v.shape(), kFloat32, &gen);
+    const Tensor q = randn(cpu.q.shape(), kFloat32, &gen);
+    cpu.k = k, cpu.v = v, cpu.q = q;
+    cuda.k = to(k, gpu()), cuda.v = to(v, gpu()), cuda.q = to(q, gpu());
+  }
+}
+
+}  // namespace
+}  // namespace linea::testing
