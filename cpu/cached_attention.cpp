@@ -41,7 +41,7 @@ void CpuBackend::cached_attention_step(const Tensor& q, const Tensor& k, const T
       const int64_t p = std::max<int64_t>(pos[b], 0), column = p % columns;
       if (half && p >= table) continue;  // past the tables: nothing written (the output is NaN)
       for (int64_t j = 0; j < kv; ++j) {
-        const T *kin = pk + (b * kv + j) * dh, *vin = pv + (b * kv + j) * dh;
+        const T *kin = pk + b * k.stride(0) + j * dh, *vin = pv + b * v.stride(0) + j * dh;
         T *kc = ck + ((b * kv + j) * columns + column) * dh, *vc = cv + ((b * kv + j) * columns + column) * dh;
         if (half) rotate(kin, pcos, psin, half, dh, p, kc);
         else std::copy(kin, kin + dh, kc);
@@ -59,7 +59,7 @@ void CpuBackend::cached_attention_step(const Tensor& q, const Tensor& k, const T
           std::fill(o, o + dh, std::numeric_limits<T>::quiet_NaN());
           continue;
         }
-        const T* qi = pq + row * dh;
+        const T* qi = pq + b * q.stride(0) + h * dh;
         if (half) rotate(qi, pcos, psin, half, dh, p, rotated.data());
         else std::copy(qi, qi + dh, rotated.begin());
         const int64_t base = (b * kv + h / group) * columns;

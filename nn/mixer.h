@@ -38,6 +38,9 @@ struct DecodeState {
   // The most tokens this state can hold, once SequenceMixer::reserve has sized it (0: no limit);
   // a step past it is an error.
   virtual int64_t token_limit() const { return 0; }
+  // Whether a step may still reallocate this state's memory (a KV cache not yet reserved): a CUDA
+  // graph cannot replay such a step.
+  virtual bool may_grow() const { return false; }
 };
 
 class SequenceMixer : public Module {

@@ -79,6 +79,10 @@ std::unique_ptr<DecodeGraph> DecodeGraph::capture(nn::LanguageModel& model, Stat
   };
   if (!device.is_cuda()) return refuse("graphs are a CUDA feature; " + device.str() + " decodes eagerly");
   NoGradGuard no_grad;
+  for (size_t i = 0; i < state.layers.size(); ++i)
+    if (state.layers[i]->may_grow())
+      return refuse("layer " + std::to_string(i) + "'s KV cache may still grow, which a graph cannot replay " +
+                    "(reserve the state first: LanguageModel::reserve)");
   if (const std::string reshaped = first_reshaped_member(model, state, batch, device); !reshaped.empty())
     return refuse("the decoding state changes shape (" + reshaped + "), which a graph cannot replay");
 
@@ -120,8 +124,9 @@ const Tensor& DecodeGraph::step(const Tensor& ids) {
   }
   for (size_t i = 0; i < state_.layers.size(); ++i) {
     const int64_t limit = state_.layers[i]->token_limit();
-    LINEA_CHECK(limit == 0 || state_.layers[i]->position < limit, "DecodeGraph", "layer ", i, "'s state was reserved for ",
-                limit, " tokens and has seen them all; reserve more before capturing (generate: raise the maximum length)");
+    LINEA_CHECK(limit == 0 || state_.layers[i]->position < limit, "DecodeGraph", "layer ", i,
+                "'s state was reserved for ", limit,
+                " tokens and has seen them all; reserve more before capturing (generate: raise the maximum length)");
   }
   graph_->replay();
   ++state_.position;

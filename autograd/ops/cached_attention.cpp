@@ -66,9 +66,15 @@ Tensor cached_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, 
   LINEA_CHECK(cache_k.storage() != cache_v.storage(), kOp, "cache_k and cache_v must not share memory");
 
   Tensor out = empty({B, H, dh}, q.dtype(), q.device());
+  // q, k, v may be rows of a larger product (the step's stacked projection): each batch row's
+  // heads must be dense, the batch stride is free.
+  auto heads_dense = [](const Tensor& t) {
+    const bool dense = t.stride(2) == 1 && (t.size(1) == 1 || t.stride(1) == t.size(2));
+    return dense ? detach(t) : contiguous(detach(t));
+  };
   auto dense = [](const Tensor& t) { return t.defined() ? contiguous(detach(t)) : t; };
-  backend_for(q).cached_attention_step(dense(q), dense(k), dense(v), positions, dense(cos), dense(sin), s, cache_k,
-                                        cache_v, out);
+  backend_for(q).cached_attention_step(heads_dense(q), heads_dense(k), heads_dense(v), positions, dense(cos),
+                                        dense(sin), s, cache_k, cache_v, out);
   for (Tensor* t : {&cache_k, &cache_v, &positions}) t->bump_version();
   return out;
 }

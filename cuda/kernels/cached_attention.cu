@@ -12,8 +12,9 @@
 // reads that column from the inputs rather than from the cache: no block waits on another. The
 // merge advances the positions, after every read of them.
 //
-// Each warp takes every kWarps-th column, kColumnsAtOnce at a time, so that their loads are in
-// flight together; a lane holds dims lane, lane + 32, ... of the query and of its accumulators.
+// Each warp takes runs of adjacent columns, loading a run's keys and values together so that the
+// loads are in flight at once, and rescales its online softmax once per run; a lane holds dims
+// lane, lane + 32, ... of the query, of the run's rows and of its accumulators.
 // Every reduction combines in a fixed order: the same input gives the same bits on every run.
 #include <cmath>
 #include <limits>
@@ -29,13 +30,12 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kSplitThreads = 32 * kWarps;
 constexpr int kMaxHeadDim = 256;
-constexpr int kPerLane = kMaxHeadDim / 32;
-constexpr int kColumnsAtOnce = 4;
-constexpr int64_t kMinColumnsPerSplit = 32;
+constexpr int64_t kMinColumnsPerSplit = 64;
 
 template <class T>
 struct CachedArgs {
   const T *q, *k, *v, *cos, *sin;
+  int64_t q_stride, k_stride, v_stride;  // between batch rows of q, k, v (each row's heads are dense)
   const int64_t* positions;
   T *cache_k, *cache_v;
   T* part_max;  // (B H, splits): the running max of a split's scores (NaN: past the tables)
@@ -62,8 +62,11 @@ __device__ void rotate_into(const T* x, const CachedArgs<T>& a, int64_t row, T* 
   }
 }
 
-template <class T>
+// kPerLane: dims of a head per lane (dh <= 32 kPerLane); kColumnsAtOnce: the columns a warp
+// loads together (their keys and values), fewer for wider heads to bound the registers.
+template <class T, int kPerLane>
 __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<T> a) {
+  constexpr int kColumnsAtOnce = kPerLane >= 8 ? 2 : 16 / kPerLane;
   extern __shared__ unsigned char shared_bytes[];
   T* q = reinterpret_cast<T*>(shared_bytes);  // the rotated, scaled query (dh)
   T* k_new = q + a.dh;                        // the new token's rotated key (dh)
@@ -87,9 +90,9 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
     for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) a.part_acc[part * a.dh + d] = T(0);
     return;
   }
-  const T* q_in = a.q + row * a.dh;
-  const T* k_in = a.k + (b * (a.heads / a.group) + kv) * a.dh;
-  const T* v_in = a.v + (b * (a.heads / a.group) + kv) * a.dh;
+  const T* q_in = a.q + b * a.q_stride + h * a.dh;
+  const T* k_in = a.k + b * a.k_stride + kv * a.dh;
+  const T* v_in = a.v + b * a.v_stride + kv * a.dh;
   const bool holds_new = column_new >= first && column_new < last;
   if (a.half > 0) {
     rotate_into(q_in, a, p, q, a.scale);
@@ -117,37 +120,47 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
     acc[i] = T(0);
   }
   T m = -INFINITY, sum = 0;
-  for (int64_t j0 = first + warp; j0 < last; j0 += kWarps * kColumnsAtOnce) {
-    T score[kColumnsAtOnce];
-    const T* v_of[kColumnsAtOnce];
+  // Warp w takes runs of kColumnsAtOnce adjacent columns, every kWarps-th run.
+  for (int64_t j0 = first + warp * kColumnsAtOnce; j0 < last; j0 += kWarps * kColumnsAtOnce) {
+    T key[kColumnsAtOnce][kPerLane], value[kColumnsAtOnce][kPerLane], score[kColumnsAtOnce];
 #pragma unroll
     for (int c = 0; c < kColumnsAtOnce; ++c) {
-      const int64_t j = j0 + c * kWarps;
+      const int64_t j = j0 + c;
       const bool is_new = j == column_new;
-      const T* key = is_new ? k_new : a.cache_k + (base + j) * a.dh;
-      v_of[c] = is_new ? v_in : a.cache_v + (base + j) * a.dh;
-      T s = 0;
-      if (j < last) {
+      const T* k_row = is_new ? k_new : a.cache_k + (base + j) * a.dh;
+      const T* v_row = is_new ? v_in : a.cache_v + (base + j) * a.dh;
 #pragma unroll
-        for (int i = 0; i < kPerLane; ++i)
-          if (lane + 32 * i < a.dh) s += q_lane[i] * key[lane + 32 * i];
+      for (int i = 0; i < kPerLane; ++i) {
+        const bool here = j < last && lane + 32 * i < a.dh;
+        key[c][i] = here ? k_row[lane + 32 * i] : T(0);
+        value[c][i] = here ? v_row[lane + 32 * i] : T(0);
       }
-      score[c] = s;
     }
-#pragma unroll
-    for (int c = 0; c < kColumnsAtOnce; ++c) score[c] = warp_sum(score[c]);
 #pragma unroll
     for (int c = 0; c < kColumnsAtOnce; ++c) {
-      if (j0 + c * kWarps >= last) break;
-      // Online softmax: rescale what was accumulated when the running max grows.
-      const T x = score[c], new_m = fmax(m, x);
-      const T shrink = exp(m - new_m), w = exp(x - new_m);
-      sum = sum * shrink + w;
-      m = new_m;
+      T s = 0;
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i)
-        if (lane + 32 * i < a.dh) acc[i] = acc[i] * shrink + w * v_of[c][lane + 32 * i];
+      for (int i = 0; i < kPerLane; ++i) s += q_lane[i] * key[c][i];
+      score[c] = warp_sum(s);
     }
+    // Online softmax over the run: rescale what was accumulated once, to the run's new max.
+    T top = m;
+#pragma unroll
+    for (int c = 0; c < kColumnsAtOnce; ++c)
+      if (j0 + c < last) top = fmax(top, score[c]);
+    const T shrink = exp(m - top);
+    sum *= shrink;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[i] *= shrink;
+#pragma unroll
+    for (int c = 0; c < kColumnsAtOnce; ++c) {
+      if (j0 + c >= last) break;
+      const T w = exp(score[c] - top);  // a NaN score makes the row NaN, as on the CPU
+      sum += w;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) acc[i] += w * value[c][i];
+    }
+    m = top;
   }
   // Merge the warps, in warp order.
   if (lane == 0) {
@@ -214,8 +227,8 @@ void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const 
   LINEA_CHECK(dh <= kMaxHeadDim, op, "the CUDA kernel takes head dims up to ", kMaxHeadDim, ", got ", dh);
   const int64_t rows = batch * heads;
   LINEA_CHECK(rows <= INT32_MAX, op, "too many (batch, head) pairs: ", rows);
-  // Enough blocks to fill the GPU four times over, but no split shorter than kMinColumnsPerSplit.
-  const int64_t wanted = ceil_div(4 * static_cast<int64_t>(sm_count(device_)), rows);
+  // Enough blocks to fill the GPU eight times over, but no split shorter than kMinColumnsPerSplit.
+  const int64_t wanted = ceil_div(8 * static_cast<int64_t>(sm_count(device_)), rows);
   const int64_t splits = std::max<int64_t>(1, std::min(wanted, ceil_div(columns, kMinColumnsPerSplit)));
   const int64_t per_split = ceil_div(columns, splits);
   const cudaStream_t stream = use_device(device_);
@@ -224,6 +237,9 @@ void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const 
     DeviceBuffer part_acc(rows * splits * dh * sizeof(T), device_);
     CachedArgs<T> a{};
     a.q = q.data<T>();
+    a.q_stride = q.stride(0);
+    a.k_stride = k.stride(0);
+    a.v_stride = v.stride(0);
     a.k = k.data<T>();
     a.v = v.data<T>();
     a.cos = data_or_null<T>(cos);
@@ -244,8 +260,10 @@ void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const 
     a.splits = static_cast<int>(splits);
     a.scale = static_cast<T>(scale);
     const size_t bytes = sizeof(T) * (2 * dh + kWarps * dh + 2 * kWarps);
-    launch_kernel(cached_split_kernel<T>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(splits)),
-                  kSplitThreads, bytes, stream, op, a);
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
+    if (dh <= 64) launch_kernel(cached_split_kernel<T, 2>, grid, kSplitThreads, bytes, stream, op, a);
+    else if (dh <= 128) launch_kernel(cached_split_kernel<T, 4>, grid, kSplitThreads, bytes, stream, op, a);
+    else launch_kernel(cached_split_kernel<T, 8>, grid, kSplitThreads, bytes, stream, op, a);
     const int merge_threads = static_cast<int>(std::min<int64_t>(256, ceil_div(dh, 32) * 32));
     launch_kernel(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), merge_threads, 0, stream, op, a,
                   out.data<T>(), positions.data<int64_t>());

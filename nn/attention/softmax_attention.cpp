@@ -29,6 +29,7 @@ struct KVCache : DecodeState {
     return {{"k", &k}, {"v", &v}, {"seen", &seen}};
   }
   int64_t token_limit() const override { return reserved; }
+  bool may_grow() const override { return reserved == 0; }
   int64_t capacity() const { return k.size(2); }
   std::vector<int64_t> seen_by_row() const {
     std::vector<int64_t> rows(static_cast<size_t>(k.size(0)), position);
@@ -186,10 +187,12 @@ Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) {
   const int64_t tokens = cache.position + 1, batch = x.size(0), dh = config_.head_dim;
   const int64_t columns = columns_for(cache, tokens, config_.window);
   if (columns != cache.capacity()) resize(cache, columns);
-  // The projections of one token are (B, heads * dh) rows: (B, heads, dh) as they are.
-  const Tensor q = reshape(q_proj->forward(x), {batch, config_.heads, dh});
-  const Tensor k = reshape(k_proj->forward(x), {batch, config_.kv_heads, dh});
-  const Tensor v = reshape(v_proj->forward(x), {batch, config_.kv_heads, dh});
+  // One product for q, k and v (separate ones under grad: nn/layers/stacked_projection.h); each
+  // token's (heads * dh) columns are (heads, dh) as they are.
+  const std::vector<Tensor> y =
+      step_projections_.forward({{q_proj.get(), true}, {k_proj.get(), true}, {v_proj.get(), true}}, x);
+  const Tensor q = view(y[0], {batch, config_.heads, dh});
+  const Tensor k = view(y[1], {batch, config_.kv_heads, dh}), v = view(y[2], {batch, config_.kv_heads, dh});
   Tensor out;
   if (is_grad_enabled()) {
     out = step_differentiable(q, k, v, cache);
@@ -215,7 +218,8 @@ Tensor SoftmaxAttention::step_differentiable(const Tensor& q, const Tensor& k, c
   const Device device = q.device();
   const Tensor column = linea::to(reshape(arange(0, columns, 1, {kFloat64}), {1, 1, columns, 1}), device);
   const Tensor is_new = eq(column, linea::to(from_vector(newest, {batch, 1, 1, 1}), device));  // (B, 1, C, 1)
-  const Tensor allowed = reshape(lt(column, linea::to(from_vector(visible, {batch, 1, 1, 1}), device)), {batch, 1, 1, 1, columns});
+  const Tensor seen_columns = linea::to(from_vector(visible, {batch, 1, 1, 1}), device);
+  const Tensor allowed = reshape(lt(column, seen_columns), {batch, 1, 1, 1, columns});
   const Tensor q_at = rope_ ? rope_->step_rows(q, seen) : q, k_at = rope_ ? rope_->step_rows(k, seen) : k;
   cache.k = where(is_new, unsqueeze(k_at, 2), cache.k);
   cache.v = where(is_new, unsqueeze(v, 2), cache.v);
@@ -235,8 +239,9 @@ Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
   const Tensor q = project_heads(*q_proj, x, config_.heads, position, true);
   // The keys seen so far in position order, then the prompt's: the queries are the last T of
   // them, as attend() expects.
-  const Tensor k = cat({in_position_order(cache.k, position), project_heads(*k_proj, x, config_.kv_heads, position, true)}, 2);
-  const Tensor v = cat({in_position_order(cache.v, position), project_heads(*v_proj, x, config_.kv_heads, position, false)}, 2);
+  const int64_t kv = config_.kv_heads;
+  const Tensor k = cat({in_position_order(cache.k, position), project_heads(*k_proj, x, kv, position, true)}, 2);
+  const Tensor v = cat({in_position_order(cache.v, position), project_heads(*v_proj, x, kv, position, false)}, 2);
   const Tensor out = o_proj->forward(attend(q, k, v));
   const Tensor new_k = ring_layout(k, tokens, columns), new_v = ring_layout(v, tokens, columns);
   if (cache.reserved > 0) {  // reserved memory stays where it is (a captured graph reads it)

@@ -25,6 +25,7 @@
 
 #include "nn/layers/linear.h"
 #include "nn/layers/rope.h"
+#include "nn/layers/stacked_projection.h"
 #include "nn/mixer.h"
 
 namespace linea::nn {
@@ -78,6 +79,7 @@ class SoftmaxAttention : public SequenceMixer {
 
   SoftmaxAttentionConfig config_;
   std::shared_ptr<RoPE> rope_;
+  StackedProjection step_projections_;  // the decoding step's q, k and v as one product
 };
 
 }  // namespace linea::nn
