@@ -188,29 +188,66 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
   }
 }
 
-// One block per (batch, head): the splits merged in split order; then the first head's block
-// advances the row's position (the split kernel, which read it, has finished).
+constexpr int kMergeThreads = 256;
+
+// One block per (batch, head) merges the row's splits: the block's max of their maxima, each
+// split's weight exp(max_s - max) (0 for an empty one) into shared memory, the total, then every
+// dim's weighted sum with the splits shared among groups of threads (independent loads, so they
+// are in flight together: a loop over 128 splits, each waiting on its load, took 65 us), the
+// groups added in group order. Then the first head's block advances the row's position (the
+// split kernel, which read it, has finished).
 template <class T>
-__global__ void cached_merge_kernel(CachedArgs<T> a, T* out, int64_t* positions) {
+__global__ void __launch_bounds__(kMergeThreads) cached_merge_kernel(CachedArgs<T> a, T* out, int64_t* positions) {
+  extern __shared__ unsigned char shared_bytes[];
+  T* weight = reinterpret_cast<T*>(shared_bytes);  // (splits)
+  T* partial = weight + a.splits;                  // (groups, dh)
+  __shared__ T warp_values[kMergeThreads / 32];
+  __shared__ int poisoned;
   const int64_t row = blockIdx.x;
   const T* mx = a.part_max + row * a.splits;
   const T* sums = a.part_sum + row * a.splits;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  if (t == 0) poisoned = 0;
+  T local = -INFINITY;
+  bool nan_seen = false;
+  for (int s = t; s < a.splits; s += kMergeThreads) {
+    nan_seen = nan_seen || isnan(mx[s]);
+    local = fmax(local, mx[s]);
+  }
+  local = warp_max(local);
+  if (lane == 0) warp_values[warp] = local;
+  __syncthreads();
+  if (nan_seen) poisoned = 1;
   T m = -INFINITY;
-  bool poisoned = false;
-  for (int s = 0; s < a.splits; ++s) {
-    poisoned = poisoned || isnan(mx[s]);
-    m = fmax(m, mx[s]);
-  }
+  for (int w = 0; w < kMergeThreads / 32; ++w) m = fmax(m, warp_values[w]);
+  __syncthreads();
   T total = 0;
-  for (int s = 0; s < a.splits; ++s)
-    if (mx[s] != -INFINITY) total += sums[s] * exp(mx[s] - m);
-  for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
-    T acc = 0;
-    for (int s = 0; s < a.splits; ++s)
-      if (mx[s] != -INFINITY) acc += a.part_acc[(row * a.splits + s) * a.dh + d] * exp(mx[s] - m);
-    out[row * a.dh + d] = poisoned ? T(NAN) : acc / T(total);
+  for (int s = t; s < a.splits; s += kMergeThreads) {
+    const T w = mx[s] == -INFINITY ? T(0) : exp(mx[s] - m);
+    weight[s] = w;
+    total += sums[s] * w;
   }
-  if (row % a.heads == 0 && threadIdx.x == 0) {
+  total = warp_sum(total);
+  if (lane == 0) warp_values[warp] = total;
+  __syncthreads();
+  total = 0;
+  for (int w = 0; w < kMergeThreads / 32; ++w) total += warp_values[w];
+  const int groups = static_cast<int>(kMergeThreads / a.dh);
+  const int group = t / static_cast<int>(a.dh), d = t % static_cast<int>(a.dh);
+  if (group < groups) {
+    T acc = 0;
+    const T* parts = a.part_acc + row * a.splits * a.dh + d;
+#pragma unroll 8
+    for (int s = group; s < a.splits; s += groups) acc += parts[s * a.dh] * weight[s];
+    partial[group * a.dh + d] = acc;
+  }
+  __syncthreads();
+  for (int64_t j = t; j < a.dh; j += kMergeThreads) {
+    T acc = 0;
+    for (int g = 0; g < groups; ++g) acc += partial[g * a.dh + j];
+    out[row * a.dh + j] = poisoned ? T(NAN) : acc / total;
+  }
+  if (row % a.heads == 0 && t == 0) {
     const int64_t b = row / a.heads;
     positions[b] = (positions[b] > 0 ? positions[b] : 0) + 1;
   }
@@ -264,8 +301,8 @@ void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const 
     if (dh <= 64) launch_kernel(cached_split_kernel<T, 2>, grid, kSplitThreads, bytes, stream, op, a);
     else if (dh <= 128) launch_kernel(cached_split_kernel<T, 4>, grid, kSplitThreads, bytes, stream, op, a);
     else launch_kernel(cached_split_kernel<T, 8>, grid, kSplitThreads, bytes, stream, op, a);
-    const int merge_threads = static_cast<int>(std::min<int64_t>(256, ceil_div(dh, 32) * 32));
-    launch_kernel(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), merge_threads, 0, stream, op, a,
+    const size_t merge_bytes = sizeof(T) * (splits + kMergeThreads);  // weights, and groups x dh <= 256 partials
+    launch_kernel(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), kMergeThreads, merge_bytes, stream, op, a,
                   out.data<T>(), positions.data<int64_t>());
   });
 }
