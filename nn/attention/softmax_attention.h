@@ -16,11 +16,13 @@
 //              matmuls beat the fused kernel's scalar loops (measured: see `fused` below).
 //
 // Decoding keeps a KV cache (the keys and values of the positions seen, at most W of them with a
-// window) and attends from the new token to it: its output equals the full forward's. prefill
-// projects a whole prompt at once, appends its keys and values to the cache, and attends from all
-// its queries in one call. Sequences of different lengths stack into one batch (stack_states):
-// each row's keys right-aligned in the cache, a mask hiding the padding, RoPE at each row's own
-// position.
+// window, position p in column p mod C) and attends from the new token to it: its output equals
+// the full forward's. Without grad a step is one fused op, cached_attention_step, that writes the
+// new key and value into the cache in place and advances each row's position on the device; so
+// once reserve() has sized the cache for the tokens to come, the step keeps its shapes and a CUDA
+// graph replays it. prefill projects a whole prompt at once, attends from all its queries in one
+// call, and lays the keys out in the cache. Sequences of different lengths stack into one batch
+// (stack_states): each row's keys at its own columns, each row at its own position.
 #include <memory>
 
 #include "nn/layers/linear.h"
