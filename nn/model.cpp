@@ -212,16 +212,22 @@ LanguageModel::State LanguageModel::init_state(int64_t batch) const {
   return state;
 }
 
-void LanguageModel::check_state(const State& state) const {
+void LanguageModel::check_state(const State& state, int64_t new_tokens) const {
   LINEA_CHECK(state.layers.size() == blocks_.size(), "LanguageModel", "the decoding state has ", state.layers.size(),
               " layers, the model ", blocks_.size());
+  // Before any layer runs, so that an error leaves every layer where it was.
+  for (size_t i = 0; i < state.layers.size(); ++i) {
+    const int64_t limit = state.layers[i]->token_limit(), tokens = state.layers[i]->position + new_tokens;
+    LINEA_CHECK(limit == 0 || tokens <= limit, "LanguageModel", "layer ", i, "'s state was reserved for ", limit,
+                " tokens and token ", tokens, " does not fit; reserve more (generate: raise the maximum length)");
+  }
 }
 
 Tensor LanguageModel::prefill(const Tensor& ids, State& state) {
   check_ids(ids, "ids");
   LINEA_CHECK(ids.dim() == 2 && ids.size(1) > 0, "LanguageModel",
               "prefill takes (batch, time) ids with at least one token, got ", ids.describe());
-  check_state(state);
+  check_state(state, ids.size(1));
   Tensor h = embed_->forward(ids);
   for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->prefill(h, *state.layers[i]);
   state.position += ids.size(1);
@@ -249,7 +255,7 @@ void LanguageModel::reserve(State& state, int64_t tokens) const {
 Tensor LanguageModel::step(const Tensor& ids, State& state) {
   check_ids(ids, "ids");
   LINEA_CHECK(ids.dim() == 1, "LanguageModel", "step takes one id per sequence, (batch), got ", ids.describe());
-  check_state(state);
+  check_state(state, 1);
   Tensor h = embed_->forward(ids);
   for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->step(h, *state.layers[i]);
   ++state.position;

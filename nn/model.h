@@ -115,7 +115,8 @@ class LanguageModel : public Module {
  private:
   Tensor logits(const Tensor& h);
   void check_ids(const Tensor& ids, const char* what) const;
-  void check_state(const State& state) const;
+  // The state has this model's layers, and room for new_tokens more in every reserved one.
+  void check_state(const State& state, int64_t new_tokens = 0) const;
 
   ModelConfig config_;
   std::shared_ptr<Generator> dropout_gen_;

@@ -7,47 +7,37 @@
 #include <vector>
 
 #include "tests/cuda/parity.h"
+#include "tests/nn/cached_attention_inputs.h"
 
 namespace linea::testing {
 namespace {
+
+constexpr int64_t kTable = 5000;
 
 struct Case {
   int64_t batch, heads, kv_heads, dh, half, columns;
   std::vector<int64_t> positions;
 };
 
-struct Inputs {
-  Tensor q, k, v, cos, sin, cache_k, cache_v, positions;
-  Inputs to_device(Device d) const {
-    auto move = [&](const Tensor& t) { return t.defined() ? clone(to(t, d)) : t; };
-    return {move(q), move(k), move(v), move(cos), move(sin), move(cache_k), move(cache_v), move(positions)};
-  }
+// The case's inputs on the CPU and, a copy, on the GPU.
+struct OnBoth {
+  CachedAttentionInputs cpu, cuda;
 };
 
-constexpr int64_t kTable = 5000;
-
-Inputs draw(const Case& c, DType dtype, Generator& gen) {
-  Inputs in;
-  in.q = randn({c.batch, c.heads, c.dh}, dtype, &gen);
-  in.k = randn({c.batch, c.kv_heads, c.dh}, dtype, &gen);
-  in.v = randn({c.batch, c.kv_heads, c.dh}, dtype, &gen);
-  in.cache_k = randn({c.batch, c.kv_heads, c.columns, c.dh}, dtype, &gen);
-  in.cache_v = randn({c.batch, c.kv_heads, c.columns, c.dh}, dtype, &gen);
-  if (c.half > 0) {
-    const Tensor angles = rand({kTable, c.half}, dtype, &gen) * 6.0;
-    in.cos = cos(angles);
-    in.sin = sin(angles);
-  }
-  in.positions = from_vector<int64_t>(c.positions, {c.batch});
-  return in;
+CachedAttentionInputs to_device(const CachedAttentionInputs& in, Device d) {
+  auto move = [&](const Tensor& t) { return t.defined() ? clone(to(t, d)) : t; };
+  return {move(in.q), move(in.k), move(in.v), move(in.cos), move(in.sin), move(in.cache_k), move(in.cache_v),
+          move(in.positions)};
 }
 
-Tensor run(Inputs& in) {
-  return cached_attention_step(in.q, in.k, in.v, in.positions, in.cos, in.sin, in.cache_k, in.cache_v);
+OnBoth draw(const Case& c, DType dtype, Generator& gen) {
+  const CachedAttentionInputs in =
+      draw_cached_attention({c.batch, c.heads, c.kv_heads, c.dh, c.half, c.columns, kTable, c.positions}, dtype, gen);
+  return {to_device(in, kCPU), to_device(in, gpu())};
 }
 
-void expect_same_step(Inputs& cpu, Inputs& cuda, const std::string& name) {
-  const Tensor want = run(cpu), got = run(cuda);
+void expect_same_step(CachedAttentionInputs& cpu, CachedAttentionInputs& cuda, const std::string& name) {
+  const Tensor want = run_cached_attention(cpu), got = run_cached_attention(cuda);
   EXPECT_TRUE(matches_cpu(got, want)) << name << ": out";
   EXPECT_TRUE(matches_cpu(cuda.cache_k, cpu.cache_k)) << name << ": cache_k";
   EXPECT_TRUE(same_values(cuda.cache_v, cpu.cache_v)) << name << ": cache_v";
@@ -67,9 +57,8 @@ TEST(CachedAttentionCuda, MatchesTheCpuKernel) {
   for (DType dtype : {kFloat32, kFloat64}) {
     Generator gen(17);
     for (size_t i = 0; i < cases.size(); ++i) {
-      const Inputs base = draw(cases[i], dtype, gen);
-      Inputs cpu = base.to_device(kCPU), cuda = base.to_device(gpu());
-      expect_same_step(cpu, cuda, "case " + std::to_string(i) + " " + dtype_name(dtype));
+      OnBoth in = draw(cases[i], dtype, gen);
+      expect_same_step(in.cpu, in.cuda, "case " + std::to_string(i) + " " + dtype_name(dtype));
     }
   }
 }
@@ -79,8 +68,8 @@ TEST(CachedAttentionCuda, StepsInARowReadWhatTheyWrote) {
   NoGradGuard no_grad;
   Generator gen(23);
   const Case c{2, 4, 2, 64, 16, 40, {0, 9}};
-  Inputs cpu = draw(c, kFloat32, gen).to_device(kCPU);
-  Inputs cuda = cpu.to_device(gpu());
+  OnBoth in = draw(c, kFloat32, gen);
+  CachedAttentionInputs &cpu = in.cpu, &cuda = in.cuda;
   for (int step = 0; step < 50; ++step) {  // row 1 wraps around the 40 columns
     expect_same_step(cpu, cuda, "step " + std::to_string(step));
     const Tensor k = randn(cpu.k.shape(), kFloat32, &gen), v = randn(cpu.v.shape(), kFloat32, &gen);

@@ -9,35 +9,17 @@
 #include <limits>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/nn/cached_attention_inputs.h"
 
 namespace linea::testing {
 namespace {
 
-struct Case {
-  int64_t batch, heads, kv_heads, dh, half, columns, table;
-  std::vector<int64_t> positions;
-};
-
-struct Inputs {
-  Tensor q, k, v, cos, sin, cache_k, cache_v, positions;
-};
+using Case = CachedAttentionCase;
+using Inputs = CachedAttentionInputs;
 
 Inputs draw(const Case& c, DType dtype, uint64_t seed) {
   Generator gen(seed);
-  Inputs in;
-  in.q = randn({c.batch, c.heads, c.dh}, dtype, &gen);
-  in.k = randn({c.batch, c.kv_heads, c.dh}, dtype, &gen);
-  in.v = randn({c.batch, c.kv_heads, c.dh}, dtype, &gen);
-  in.cache_k = randn({c.batch, c.kv_heads, c.columns, c.dh}, dtype, &gen);
-  in.cache_v = randn({c.batch, c.kv_heads, c.columns, c.dh}, dtype, &gen);
-  if (c.half > 0) {  // any angles will do: the kernel reads tables, it does not make them
-    const Tensor angles = rand({c.table, c.half}, dtype, &gen) * 6.0;
-    in.cos = cos(angles);
-    in.sin = sin(angles);
-  }
-  in.positions = from_vector<int64_t>(c.positions, {c.batch});
-  return in;
+  return draw_cached_attention(c, dtype, gen);
 }
 
 // The contract, in double: returns out (B, H, dh) and fills the expected caches.
@@ -114,7 +96,7 @@ TEST(CachedAttentionStep, MatchesTheContract) {
       Inputs in = draw(c, dtype, 10 + i);
       std::vector<double> want_k, want_v;
       const std::vector<double> want = oracle(c, in, want_k, want_v);
-      const Tensor out = cached_attention_step(in.q, in.k, in.v, in.positions, in.cos, in.sin, in.cache_k, in.cache_v);
+      const Tensor out = run_cached_attention(in);
       const Shape out_shape{c.batch, c.heads, c.dh};
       EXPECT_TRUE(all_close(out, from_vector(want, out_shape), tol, tol)) << "case " << i << " " << dtype_name(dtype);
       EXPECT_TRUE(all_close(in.cache_k, from_vector(want_k, in.cache_k.shape()), tol, tol)) << "case " << i;
@@ -130,7 +112,7 @@ TEST(CachedAttentionStep, PastTheTablesIsNaNInThatRowOnly) {
   NoGradGuard no_grad;
   const Case c{2, 2, 2, 4, 2, 8, 5, {5, 4}};  // row 0 at position 5 of a 5-row table
   Inputs in = draw(c, kFloat64, 3);
-  const Tensor out = cached_attention_step(in.q, in.k, in.v, in.positions, in.cos, in.sin, in.cache_k, in.cache_v);
+  const Tensor out = run_cached_attention(in);
   const auto values = out.to_vector<double>();
   for (size_t i = 0; i < values.size(); ++i)
     EXPECT_EQ(std::isnan(values[i]), i < values.size() / 2) << "element " << i;
@@ -141,7 +123,7 @@ TEST(CachedAttentionStep, BadInputsAreNamedErrors) {
   Inputs in = draw(c, kFloat64, 4);
   auto call = [&](const Inputs& x) {
     Inputs y = x;
-    return cached_attention_step(y.q, y.k, y.v, y.positions, y.cos, y.sin, y.cache_k, y.cache_v);
+    return run_cached_attention(y);
   };
   {
     Inputs bad = in;

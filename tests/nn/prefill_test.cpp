@@ -225,6 +225,34 @@ TEST(Prefill, RefusesARaggedKvCache) {
   EXPECT_NO_THROW(model->step(zeros({2}, kInt64), both));
 }
 
+// A state reserved for N tokens (the KV caches allocated once, written in place) decodes as one
+// that grows, prefill and steps, with a window's ring and without; token N + 1 is an error that
+// comes before any layer runs; a reserve below the tokens seen is an error too.
+TEST(Reserve, AReservedStateDecodesAsAGrowingOneUpToItsSize) {
+  NoGradGuard no_grad;
+  for (const char* layers : {"{}", R"({"S": {"window": 5}})"}) {
+    auto model = make_model({"RS", "RS", layers}, kFloat64, 4);
+    Generator gen(5);
+    const Tensor ids = randint(0, kVocab, {2, 12}, kCPU, &gen);
+    LanguageModel::State growing = model->init_state(2), reserved = model->init_state(2);
+    model->prefill(narrow(ids, 1, 0, 4), growing);
+    model->prefill(narrow(ids, 1, 0, 2), reserved);
+    model->reserve(reserved, 12);
+    model->prefill(narrow(ids, 1, 2, 2), reserved);
+    for (int64_t t = 4; t < 12; ++t) {
+      const Tensor want = model->step(select(ids, 1, t), growing), got = model->step(select(ids, 1, t), reserved);
+      EXPECT_LE(relative_diff(got, want), 1e-12) << layers << " token " << t;
+    }
+    EXPECT_LINEA_ERROR(model->step(select(ids, 1, 0), reserved), "LanguageModel", "layer 1", "reserved for 12 tokens",
+                       "token 13");
+    EXPECT_LINEA_ERROR(model->prefill(narrow(ids, 1, 0, 1), reserved), "reserved for 12 tokens");
+    for (const auto& layer : reserved.layers) EXPECT_EQ(layer->position, 12) << layers;
+    LanguageModel::State small = model->init_state(2);
+    model->prefill(narrow(ids, 1, 0, 6), small);
+    EXPECT_LINEA_ERROR(model->reserve(small, 5), "reserve", "seen 6 tokens");
+  }
+}
+
 TEST(Prefill, StackingRefusesAnotherLayersState) {
   auto softmax = make_model({"S", "S"}, kFloat64, 3), regla = make_model({"R", "R"}, kFloat64, 3);
   const LanguageModel::State s = softmax->init_state(1), r = regla->init_state(1);
