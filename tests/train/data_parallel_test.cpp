@@ -21,6 +21,8 @@ namespace {
 
 using linea::testing::generated_text;
 using linea::testing::logged_losses;
+using linea::testing::quiet;
+using linea::testing::tiny_train_options;
 using linea::testing::run_ranks;
 using linea::testing::TempDir;
 
@@ -102,26 +104,18 @@ TEST(GradientSync, LeavesTheMeanOfTheRanksGradients) {
     }
 }
 
+// The tiny run (run_logs.h) over 50 steps of `batch` sequences, evaluated at 25 and 50.
 TrainOptions options_for(const TempDir& dir, const std::string& run, int64_t batch) {
-  TrainOptions o;
-  o.data = dir / "corpus.txt";
-  o.cache_dir = "none";
-  o.model = "RS";
-  o.d_model = 16;
-  o.heads = 2;
+  TrainOptions o = tiny_train_options(dir, run);
   o.steps = 50;
   o.batch = batch;
-  o.seq = 16;
   o.warmup = 5;
   o.eval_every = 25;
   o.eval_batches = 3;
   o.save_every = 20;
-  o.sample_tokens = 8;
-  o.out = dir / run;
   return o;
 }
 
-std::FILE* quiet() { return std::fopen("/dev/null", "w"); }
 
 // N ranks of B sequences see the rows one process of N B sees, and average the same gradients:
 // the runs differ only in the order float32 sums are taken (the loss's mean over rows, the

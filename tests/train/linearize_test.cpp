@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tests/test_util.h"
+#include "tests/train/run_logs.h"
 #include "tests/train/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/file_io.h"
@@ -19,6 +20,7 @@ namespace linea::train {
 namespace {
 
 using linea::testing::all_close;
+using linea::testing::quiet;
 using linea::testing::TempDir;
 
 std::string generated_text() {
@@ -30,8 +32,6 @@ std::string generated_text() {
   for (size_t i = 0; i < picks.size(); ++i) text += std::string(words[picks[i]]) + (i % 11 == 10 ? ".\n" : " ");
   return text;
 }
-
-std::FILE* quiet() { return std::fopen("/dev/null", "w"); }
 
 // A trained two-layer softmax model, the source of every test here.
 std::string train_source(const TempDir& dir) {

@@ -1,6 +1,8 @@
 #pragma once
-// What the trainer tests share: a seeded corpus to train on, and the losses a run logged.
+// What the trainer tests share: a seeded corpus to train on, a tiny run's options, and the
+// losses a run logged.
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
@@ -9,7 +11,9 @@
 #include "nn/json.h"
 #include "tensor/creation.h"
 #include "tensor/random.h"
+#include "tests/train/temp_dir.h"
 #include "train/file_io.h"
+#include "train/train_options.h"
 
 namespace linea::testing {
 
@@ -23,6 +27,30 @@ inline std::string generated_text(uint64_t seed) {
   for (size_t i = 0; i < picks.size(); ++i) text += std::string(words[picks[i]]) + (i % 11 == 10 ? ".\n" : " ");
   return text;
 }
+
+// A run small enough for a test: an RS model of width 16 on dir's corpus.txt, 12 steps of 4
+// sequences of 16 tokens, evaluated every 4 steps, saved every 6, written to dir / run.
+inline train::TrainOptions tiny_train_options(const TempDir& dir, const std::string& run) {
+  train::TrainOptions o;
+  o.data = dir / "corpus.txt";
+  o.cache_dir = "none";
+  o.model = "RS";
+  o.d_model = 16;
+  o.heads = 2;
+  o.steps = 12;
+  o.batch = 4;
+  o.seq = 16;
+  o.warmup = 2;
+  o.eval_every = 4;
+  o.eval_batches = 2;
+  o.save_every = 6;
+  o.sample_tokens = 8;
+  o.out = dir / run;
+  return o;
+}
+
+// A stream for the progress a test does not read.
+inline std::FILE* quiet() { return std::fopen("/dev/null", "w"); }
 
 // The loss of every record of `kind` ("step", or "eval") in a run's log.jsonl, by step. JSON's
 // numbers round-trip, so two runs' maps are equal exactly when their logs' losses are.

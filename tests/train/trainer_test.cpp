@@ -21,37 +21,18 @@ namespace {
 
 using linea::testing::generated_text;
 using linea::testing::logged_losses;
+using linea::testing::quiet;
+using linea::testing::tiny_train_options;
 using linea::testing::TempDir;
 
-TrainOptions tiny_options(const TempDir& dir, const std::string& run) {
-  TrainOptions o;
-  o.data = dir / "corpus.txt";
-  o.cache_dir = "none";
-  o.model = "RS";
-  o.d_model = 16;
-  o.heads = 2;
-  o.steps = 12;
-  o.batch = 4;
-  o.seq = 16;
-  o.warmup = 2;
-  o.eval_every = 4;
-  o.eval_batches = 2;
-  o.save_every = 6;
-  o.sample_tokens = 8;
-  o.out = dir / run;
-  return o;
-}
-
 void write_corpus(const TempDir& dir) { write_file_atomically(dir / "corpus.txt", generated_text(5)); }
-
-std::FILE* quiet() { return std::fopen("/dev/null", "w"); }
 
 TEST(Trainer, SameSeedSameLosses) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  const TrainResult a = train_model(tiny_options(dir, "a"), null);
-  const TrainResult b = train_model(tiny_options(dir, "b"), null);
+  const TrainResult a = train_model(tiny_train_options(dir, "a"), null);
+  const TrainResult b = train_model(tiny_train_options(dir, "b"), null);
   std::fclose(null);
   EXPECT_EQ(logged_losses(dir / "a"), logged_losses(dir / "b"));
   EXPECT_EQ(a.test_loss, b.test_loss);
@@ -65,7 +46,7 @@ void expect_bitwise_resume(const std::string& precision) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions full = tiny_options(dir, "full");
+  TrainOptions full = tiny_train_options(dir, "full");
   full.precision = precision;
   full.dropout = 0.1;  // the dropout stream must resume too
   train_model(full, null);
@@ -102,7 +83,7 @@ TEST(Trainer, Bf16LossesFollowTheFp32Run) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions o = tiny_options(dir, "fp32");
+  TrainOptions o = tiny_train_options(dir, "fp32");
   o.steps = 300;
   o.warmup = 10;
   o.eval_every = 0;
@@ -137,7 +118,7 @@ TEST(Trainer, StopRequestSavesTheStepAndResumeContinuesBitwise) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions full = tiny_options(dir, "full");
+  TrainOptions full = tiny_train_options(dir, "full");
   full.dropout = 0.1;
   const TrainResult whole = train_model(full, null);
   for (const int64_t stop_at : {0, 6, 7}) {
@@ -172,7 +153,7 @@ TEST(Trainer, StopRequestAbandonsAnEvaluationInProgress) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions o = tiny_options(dir, "run");  // evaluates at step 4
+  TrainOptions o = tiny_train_options(dir, "run");  // evaluates at step 4
   int64_t asked_after_four = 0;
   const auto during_the_step_4_evaluation = [&] {
     if (logged_losses(o.out).size() < 4) return false;
@@ -190,7 +171,7 @@ TEST(Trainer, NanStopsTrainingAndKeepsTheLastCheckpoint) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions o = tiny_options(dir, "nan");
+  TrainOptions o = tiny_train_options(dir, "nan");
   o.steps = 12;
   o.save_every = 1;  // a checkpoint after every good step
   o.clip = 0;
@@ -212,7 +193,7 @@ TEST(Trainer, EvalOfTheCheckpointMatchesTheTrainer) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  const TrainOptions o = tiny_options(dir, "run");
+  const TrainOptions o = tiny_train_options(dir, "run");
   const TrainResult r = train_model(o, null);
   std::fclose(null);
   const SavedModel saved = load_saved_model(o.out, kCPU);
@@ -232,28 +213,28 @@ TEST(Trainer, RefusesBadInput) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions o = tiny_options(dir, "bad");
+  TrainOptions o = tiny_train_options(dir, "bad");
   o.data = dir / "missing.txt";
   EXPECT_LINEA_ERROR(train_model(o, null), "missing.txt");
   write_file_atomically(dir / "empty.txt", "");
   o.data = dir / "empty.txt";
   EXPECT_LINEA_ERROR(train_model(o, null), "empty.txt");
-  o = tiny_options(dir, "bad");
+  o = tiny_train_options(dir, "bad");
   o.model = "RQ";
   EXPECT_LINEA_ERROR(train_model(o, null), "unknown layer letter 'Q'");
-  o = tiny_options(dir, "bad");
+  o = tiny_train_options(dir, "bad");
   o.lr = -1;
   EXPECT_LINEA_ERROR(train_model(o, null), "--lr");
-  o = tiny_options(dir, "bad");
+  o = tiny_train_options(dir, "bad");
   o.resume = true;
   EXPECT_LINEA_ERROR(train_model(o, null), "no checkpoint to resume from");
-  o = tiny_options(dir, "bad");
+  o = tiny_train_options(dir, "bad");
   o.layer_options = "{\"S\": ";
   EXPECT_LINEA_ERROR(train_model(o, null), "--layer-options");
-  o = tiny_options(dir, "bad");
+  o = tiny_train_options(dir, "bad");
   o.warmup = o.steps + 1;
   EXPECT_LINEA_ERROR(train_model(o, null), "--warmup 13 is longer than the run (--steps 12)");
-  o = tiny_options(dir, "bad");
+  o = tiny_train_options(dir, "bad");
   o.mlp_hidden = -2;
   EXPECT_LINEA_ERROR(train_model(o, null), "--mlp-hidden");
   std::fclose(null);
@@ -266,7 +247,7 @@ TEST(Trainer, SamplePromptTheTokenizerCannotEncode) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions o = tiny_options(dir, "prompt");
+  TrainOptions o = tiny_train_options(dir, "prompt");
   o.prompt = "The queries";
   EXPECT_LINEA_ERROR(train_model(o, null), "1 character that the run's char tokenizer cannot encode",
                      "'T' (U+0054) at character 1", "--drop-unknown");
@@ -275,7 +256,7 @@ TEST(Trainer, SamplePromptTheTokenizerCannotEncode) {
   EXPECT_NO_THROW(train_model(o, null));
   std::fclose(null);
 
-  o = tiny_options(dir, "dropped");
+  o = tiny_train_options(dir, "dropped");
   o.prompt = "The queries";
   o.drop_unknown = true;
   std::FILE* out = std::tmpfile();
@@ -294,7 +275,7 @@ TEST(Trainer, FreshRunDoesNotOverwriteAnExistingRun) {
   TempDir dir;
   write_corpus(dir);
   std::FILE* null = quiet();
-  TrainOptions o = tiny_options(dir, "run");
+  TrainOptions o = tiny_train_options(dir, "run");
   train_model(o, null);
   const std::string log_before = read_file(dir / "run/log.jsonl", "log");
   const std::optional<std::string> latest_before = latest_checkpoint(dir / "run");
