@@ -121,6 +121,7 @@ std::vector<Case> op_cases() {
   cases::add_matmul_cases(table);
   cases::add_softmax_cases(table);
   cases::add_norm_cases(table);
+  cases::add_fused_linear_cases(table);
   cases::add_indexing_cases(table);
   cases::add_dropout_cases(table);
   cases::add_attention_cases(table);

@@ -70,6 +70,7 @@ void add_reduction_cases(Table& table);    // gradcheck_cases_structure.cpp
 void add_matmul_cases(Table& table);       // gradcheck_cases_structure.cpp
 void add_softmax_cases(Table& table);      // gradcheck_cases_nn.cpp
 void add_norm_cases(Table& table);         // gradcheck_cases_nn.cpp
+void add_fused_linear_cases(Table& table);  // gradcheck_cases_nn.cpp
 void add_indexing_cases(Table& table);     // gradcheck_cases_nn.cpp
 void add_dropout_cases(Table& table);      // gradcheck_cases_nn.cpp
 void add_attention_cases(Table& table);    // gradcheck_cases_attention.cpp

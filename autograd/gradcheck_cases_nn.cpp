@@ -1,5 +1,7 @@
 // Rows for the ops networks are built from: softmax, log_softmax, cross_entropy, layer_norm,
-// rms_norm, the indexing ops (index_select, gather, scatter_add, embedding) and dropout.
+// rms_norm, fused_linear, the indexing ops (index_select, gather, scatter_add, embedding) and dropout.
+#include <optional>
+
 #include "autograd/gradcheck_cases_build.h"
 
 namespace linea::gradcheck::cases {
@@ -121,6 +123,51 @@ void add_norm_cases(Table& table) {
     add(table, "rms_norm/" + r.name, inputs(rms_shapes), [parts, eps = r.eps](Xs x) {
       auto [xv, w, b] = parts(x, false);
       return rms_norm(xv, w, eps);
+    });
+  }
+}
+
+void add_fused_linear_cases(Table& table) {
+  // Under grad mode fused_linear records its composite ops; these rows check that what it
+  // records is the function the contract states, with every optional part. Inputs: x (3, 5),
+  // weight (4, 5), then bias, up weight, up bias, norm weight, norm bias, residual as each row
+  // has them. The activations checked (gelu, its tanh form, silu) are smooth.
+  struct Row {
+    std::string name;
+    RowNorm norm;
+    bool bias, gated, norm_bias, residual;
+    std::optional<UnaryOp> activation;
+  };
+  const std::vector<Row> rows = {
+      {"plain", RowNorm::None, false, false, false, false, std::nullopt},
+      {"bias_residual", RowNorm::None, true, false, false, true, std::nullopt},
+      {"rms_swiglu_residual", RowNorm::RMS, true, true, false, true, UnaryOp::Silu},
+      {"layer_norm_gelu", RowNorm::Layer, true, false, true, false, UnaryOp::GeluErf},
+      {"rms_gelu_tanh_gated", RowNorm::RMS, false, true, false, false, UnaryOp::GeluTanh},
+  };
+  for (const Row& r : rows) {
+    std::vector<Shape> shapes = {{3, 5}, {4, 5}};
+    if (r.bias) shapes.push_back({4});
+    if (r.gated) shapes.insert(shapes.end(), {{4, 5}, {4}});
+    if (r.norm != RowNorm::None) shapes.push_back({5});
+    if (r.norm_bias) shapes.push_back({5});
+    if (r.residual) shapes.push_back({3, 4});
+    add(table, "fused_linear/" + r.name, inputs(shapes), [r](Xs x) {
+      size_t next = 2;
+      FusedLinearInputs in{.x = x[0], .weight = x[1]};
+      if (r.bias) in.bias = x[next++];
+      if (r.gated) {
+        in.up_weight = x[next++];
+        in.up_bias = x[next++];
+      }
+      if (r.norm != RowNorm::None) in.norm_weight = x[next++];
+      if (r.norm_bias) in.norm_bias = x[next++];
+      if (r.residual) in.residual = x[next++];
+      const FusedLinearOptions options{.norm = r.norm,
+                                       .norm_eps = 1e-5,
+                                       .activate = r.activation.has_value(),
+                                       .activation = r.activation.value_or(UnaryOp::GeluErf)};
+      return fused_linear(in, options);
     });
   }
 }

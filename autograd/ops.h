@@ -24,6 +24,8 @@
 //                  token in one kernel)
 //   cached_attention.cpp  cached_attention_step (no autograd: softmax attention's decoding token
 //                  over a KV cache written in place)
+//   fused_linear.cpp  fused_linear (a decoding step's product with its input norm, activation and
+//                  residual in one kernel; the composite ops under autograd)
 // Errors name the op and the offending shapes, dtypes and devices (tensor/error.h).
 #include <optional>
 #include <vector>
@@ -256,6 +258,18 @@ struct LinearStepResult {
   Tensor key_max;  // (B, H, 1, 1) for the normalized exp map, else undefined
 };
 LinearStepResult linear_attention_step(const LinearStepInputs& in, const LinearStepOptions& options);
+
+// A decoding step's matrix product with what surrounds it (tensor/backend_kernels.def:
+// fused_linear has the math): out = residual + act(norm(x) W^T + b) [* (norm(x) U^T + c)], x
+// (N, in) -> (N, out). in's tensors share x's dtype (float32 or float64) and device; x and residual
+// need contiguous rows (others are copied). With few rows (kFusedLinearMaxRows) and no gradient to
+// record it is one kernel: one read of the weights, where the composite takes a norm, one or two
+// products and elementwise passes. Otherwise (many rows, where a matrix product reads the weights
+// once for all of them, or inputs that require grad under grad mode) it runs those composite ops,
+// fused_linear_composite, which autograd records.
+constexpr int64_t kFusedLinearMaxRows = 16;
+Tensor fused_linear(const FusedLinearInputs& in, const FusedLinearOptions& options);
+Tensor fused_linear_composite(const FusedLinearInputs& in, const FusedLinearOptions& options);
 
 // ---- indexing ----
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D Int64

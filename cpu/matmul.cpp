@@ -1,24 +1,14 @@
 // Batched matmul on OpenBLAS. A stored transpose is passed to gemm as a transpose flag instead of
 // being copied, and when b is shared across the batch (a Linear layer's weight) the batch folds
 // into the rows of one large gemm.
-#include <cblas.h>
-
 #include "cpu/cpu_backend.h"
+#include "cpu/gemm.h"
 #include "tensor/matmul_layout.h"
 #include "tensor/widen.h"
 
 namespace linea::cpu {
 
 namespace {
-
-template <class T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
 
 CBLAS_TRANSPOSE flag(const matmul_layout::Operand& op) { return op.transposed ? CblasTrans : CblasNoTrans; }
 

@@ -54,6 +54,10 @@ std::unique_ptr<DecodeState> SequenceMixer::stack_states(const std::vector<const
   return out;
 }
 
+Tensor SequenceMixer::residual_step(const Tensor& x, const Norm& norm, DecodeState& state) {
+  return x + step(norm.forward(x), state);
+}
+
 void SequenceMixer::reserve(DecodeState& state, int64_t tokens) const {
   LINEA_CHECK(tokens >= state.position, "reserve", "the state has seen ", state.position,
               " tokens already, more than the ", tokens, " asked for");

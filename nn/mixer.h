@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/layers/norm.h"
 #include "nn/module.h"
 
 namespace linea::nn {
@@ -48,6 +49,11 @@ class SequenceMixer : public Module {
   virtual Tensor forward(const Tensor& x) = 0;
   virtual std::unique_ptr<DecodeState> init_state(int64_t batch) const = 0;
   virtual Tensor step(const Tensor& x, DecodeState& state) = 0;
+  // A block's decoding step around this mixer: x + step(norm(x), state), x the block's (B, D)
+  // input. A layer whose step begins and ends with products overrides it to fold the norm into
+  // the first and the addition into the last (nn/layers/fused_product.h); the default runs them
+  // around step().
+  virtual Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state);
   // The parallel form over x (B, T, D) continuing from state (init_state's, or one that earlier
   // prefills or steps advanced), which it leaves after the T tokens: the outputs (B, T, D) and the
   // state equal those of T calls of step(). A layer whose training forward looks at the whole

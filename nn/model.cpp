@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "nn/layers/fused_product.h"
 #include "nn/layers/mlp.h"
 #include "nn/layers/norm.h"
 #include "nn/precision.h"
@@ -105,8 +106,9 @@ Tensor Block::forward(const Tensor& x, MixerIO* io) {
 }
 
 Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
-  const Tensor h = x + mixer->step(mixer_norm->forward(x), mixer_state);
-  return h + mlp_branch(h);
+  // x + mixer(norm(x)), then h + mlp(norm(h)), each norm and addition folded into a product.
+  const Tensor h = mixer->residual_step(x, *mixer_norm, mixer_state);
+  return mlp->residual_step(h, *mlp_norm);
 }
 
 Tensor Block::prefill(const Tensor& x, DecodeState& mixer_state) {
@@ -259,7 +261,9 @@ Tensor LanguageModel::step(const Tensor& ids, State& state) {
   Tensor h = embed_->forward(ids);
   for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->step(h, *state.layers[i]);
   ++state.position;
-  return logits(h);
+  // The final norm folded into the head's product.
+  if (head_) return fused_product(*head_, h, {.input_norm = final_norm_.get()});
+  return fused_product(embed_->weight, Tensor(), h, {.input_norm = final_norm_.get()});
 }
 
 }  // namespace linea::nn

@@ -97,6 +97,24 @@ struct LinearStepOptions {
   double norm_eps = 1e-6;
 };
 
+// A decoding step's matrix product with what surrounds it folded in (fused_linear in
+// backend_kernels.def): the norm of its input rows before, the activation (and a gated unit's
+// second product) and the residual addition after. Undefined members are absent terms.
+enum class RowNorm { None, RMS, Layer };
+struct FusedLinearInputs {
+  Tensor x;                       // (N, in), rows contiguous (any row stride)
+  Tensor weight, bias;            // (out, in) contiguous; (out) contiguous
+  Tensor up_weight, up_bias;      // a gated unit's linear branch, like weight and bias
+  Tensor norm_weight, norm_bias;  // (in) contiguous: the input norm's gain and (LayerNorm) shift
+  Tensor residual;                // (N, out), rows contiguous: added last
+};
+struct FusedLinearOptions {
+  RowNorm norm = RowNorm::None;
+  double norm_eps = 1e-6;
+  bool activate = false;
+  UnaryOp activation = UnaryOp::GeluErf;  // Relu, GeluTanh, GeluErf or Silu, when activate
+};
+
 // The kernel set of one device. Every kernel and its contract is listed once, in
 // backend_kernels.def; this class declares each as `virtual void name(...) const = 0`.
 class Backend {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "nn/layers/fused_product.h"
+
 namespace linea::nn {
 
 namespace {
@@ -182,7 +184,14 @@ std::unique_ptr<DecodeState> SoftmaxAttention::init_state(int64_t batch) const {
   return cache;
 }
 
-Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) {
+Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) { return decode(x, state, nullptr, Tensor()); }
+
+Tensor SoftmaxAttention::residual_step(const Tensor& x, const Norm& norm, DecodeState& state) {
+  if (is_grad_enabled()) return SequenceMixer::residual_step(x, norm, state);
+  return decode(x, state, &norm, x);
+}
+
+Tensor SoftmaxAttention::decode(const Tensor& x, DecodeState& state, const Norm* input_norm, const Tensor& residual) {
   KVCache& cache = step_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
   const int64_t tokens = cache.position + 1, batch = x.size(0), dh = config_.head_dim;
   const int64_t columns = columns_for(cache, tokens, config_.window);
@@ -190,7 +199,7 @@ Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) {
   // One product for q, k and v (separate ones under grad: nn/layers/stacked_projection.h); each
   // token's (heads * dh) columns are (heads, dh) as they are.
   const std::vector<Tensor> y =
-      step_projections_.forward({{q_proj.get(), true}, {k_proj.get(), true}, {v_proj.get(), true}}, x);
+      step_projections_.forward({{q_proj.get(), true}, {k_proj.get(), true}, {v_proj.get(), true}}, x, input_norm);
   const Tensor q = view(y[0], {batch, config_.heads, dh});
   const Tensor k = view(y[1], {batch, config_.kv_heads, dh}), v = view(y[2], {batch, config_.kv_heads, dh});
   Tensor out;
@@ -201,7 +210,7 @@ Tensor SoftmaxAttention::step(const Tensor& x, DecodeState& state) {
     out = cached_attention_step(q, k, v, cache.seen, cache.cos, cache.sin, cache.k, cache.v);
   }
   ++cache.position;
-  return o_proj->forward(reshape(out, {batch, config_.heads * dh}));
+  return fused_product(*o_proj, reshape(out, {batch, config_.heads * dh}), {.residual = residual});
 }
 
 // What cached_attention_step does, in ops autograd records: the new column put in with `where`

@@ -58,6 +58,8 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor forward(const Tensor& x) override;
   std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
   Tensor step(const Tensor& x, DecodeState& state) override;
+  // The block's norm folded into the q, k, v product and the residual into o_proj's (no grad).
+  Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state) override;
   Tensor prefill(const Tensor& x, DecodeState& state) override;
   std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const override;
   void reserve(DecodeState& state, int64_t tokens) const override;
@@ -78,6 +80,8 @@ class SoftmaxAttention : public SequenceMixer {
   // The decoding step in differentiable ops (grad mode): q (B, H, dh), k, v (B, KV, dh) of the new
   // token, `state` a KVCache with room for it -> (B, 1, H dh). Without grad, cached_attention_step.
   Tensor step_differentiable(const Tensor& q, const Tensor& k, const Tensor& v, DecodeState& state);
+  // step() on input_norm(x) (x itself without a norm), plus `residual` (undefined: none).
+  Tensor decode(const Tensor& x, DecodeState& state, const Norm* input_norm, const Tensor& residual);
 
   SoftmaxAttentionConfig config_;
   std::shared_ptr<RoPE> rope_;

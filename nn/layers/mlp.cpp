@@ -1,6 +1,7 @@
 #include "nn/layers/mlp.h"
 
 #include "nn/layers/check.h"
+#include "nn/layers/fused_product.h"
 
 namespace linea::nn {
 
@@ -30,6 +31,11 @@ MLP::MLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options) : acti
 
 Tensor MLP::forward(const Tensor& x) const { return fc2->forward(activate(fc1->forward(x), activation_)); }
 
+Tensor MLP::residual_step(const Tensor& x, const Norm& norm) const {
+  const Tensor hidden = fused_product(*fc1, x, {.input_norm = &norm, .activation = activation_});
+  return fused_product(*fc2, hidden, {.residual = x});
+}
+
 GatedMLP::GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options)
     : activation_(options.activation) {
   check_positive(hidden, "hidden", "GatedMLP");
@@ -40,6 +46,11 @@ GatedMLP::GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions optio
 
 Tensor GatedMLP::forward(const Tensor& x) const {
   return down->forward(activate(gate->forward(x), activation_) * up->forward(x));
+}
+
+Tensor GatedMLP::residual_step(const Tensor& x, const Norm& norm) const {
+  const Tensor hidden = fused_product(*gate, x, {.input_norm = &norm, .activation = activation_, .up = up.get()});
+  return fused_product(*down, hidden, {.residual = x});
 }
 
 }  // namespace linea::nn

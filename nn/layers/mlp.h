@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "nn/layers/linear.h"
+#include "nn/layers/norm.h"
 
 namespace linea::nn {
 
@@ -32,12 +33,16 @@ struct MLPOptions {
 class FeedForward : public Module {
  public:
   virtual Tensor forward(const Tensor& x) const = 0;  // (..., dim) -> (..., dim)
+  // A block's decoding step around it: x + forward(norm(x)), with the norm and the activation
+  // folded into the first product and the addition into the last (nn/layers/fused_product.h).
+  virtual Tensor residual_step(const Tensor& x, const Norm& norm) const = 0;
 };
 
 class MLP : public FeedForward {
  public:
   MLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
   Tensor forward(const Tensor& x) const override;
+  Tensor residual_step(const Tensor& x, const Norm& norm) const override;
 
   std::shared_ptr<Linear> fc1;  // D -> hidden
   std::shared_ptr<Linear> fc2;  // hidden -> D
@@ -50,6 +55,7 @@ class GatedMLP : public FeedForward {
  public:
   GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
   Tensor forward(const Tensor& x) const override;
+  Tensor residual_step(const Tensor& x, const Norm& norm) const override;
 
   std::shared_ptr<Linear> gate;  // D -> hidden, through the activation
   std::shared_ptr<Linear> up;    // D -> hidden, linear

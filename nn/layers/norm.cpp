@@ -19,6 +19,8 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return layer_norm(x, weight, bias, eps_);
 }
 
+InputNorm LayerNorm::as_input_norm() const { return {RowNorm::Layer, weight, bias, eps_}; }
+
 RMSNorm::RMSNorm(int64_t dim, double eps, bool with_weight) : dim_(dim), eps_(eps) {
   check_positive(dim, "dim", "RMSNorm");
   LINEA_CHECK(eps >= 0, "RMSNorm", "eps must be non-negative, got ", eps);
@@ -31,6 +33,8 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   check_last_dim(x, dim_, "RMSNorm");
   return rms_norm(x, weight, eps_);
 }
+
+InputNorm RMSNorm::as_input_norm() const { return {RowNorm::RMS, weight, Tensor(), eps_}; }
 
 HeadNorm::HeadNorm(int64_t num_heads, int64_t head_dim, HeadNormOptions options)
     : num_heads_(num_heads), head_dim_(head_dim), options_(options) {

@@ -15,15 +15,23 @@ namespace linea::nn {
 
 // What a block needs of its norms, whichever kind (nn/model.cpp: make_norm).
 enum class NormKind { RMS, Layer };
+// A norm as the input norm of a fused product (autograd/ops.h: fused_linear).
+struct InputNorm {
+  RowNorm kind;
+  Tensor weight, bias;  // undefined where the norm has none
+  double eps;
+};
 class Norm : public Module {
  public:
   virtual Tensor forward(const Tensor& x) const = 0;  // (..., dim) -> (..., dim)
+  virtual InputNorm as_input_norm() const = 0;
 };
 
 class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
+  InputNorm as_input_norm() const override;
 
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
@@ -40,6 +48,7 @@ class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6, bool with_weight = true);
   Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
+  InputNorm as_input_norm() const override;
 
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }

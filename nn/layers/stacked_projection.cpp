@@ -1,6 +1,7 @@
 #include "nn/layers/stacked_projection.h"
 
 #include "autograd/grad_mode.h"
+#include "nn/layers/fused_product.h"
 #include "tensor/error.h"
 
 namespace linea::nn {
@@ -33,7 +34,7 @@ void StackedProjection::rebuild(const std::vector<Part>& parts) {
     weights.push_back(p.linear->weight);
     any_bias = any_bias || (p.with_bias && p.linear->bias.defined());
   }
-  weight_ = cat(weights, 0);
+  weight_ = weights.size() == 1 ? weights[0] : cat(weights, 0);
   bias_ = Tensor();
   if (any_bias) {
     for (const auto& p : parts) {
@@ -48,9 +49,9 @@ void StackedProjection::rebuild(const std::vector<Part>& parts) {
   for (const Tensor& t : sources_) versions_.push_back(t.version());
 }
 
-std::vector<Tensor> StackedProjection::forward(const std::vector<Part>& parts, const Tensor& x) {
+std::vector<Tensor> StackedProjection::forward(const std::vector<Part>& parts, const Tensor& x, const Norm* input_norm) {
   LINEA_CHECK(!parts.empty(), "StackedProjection", "needs at least one part");
-  bool stackable = !is_grad_enabled() && parts.size() > 1;
+  bool stackable = fuses_products(x);
   for (const auto& p : parts) {
     LINEA_CHECK(p.linear->in_features() == parts[0].linear->in_features(), "StackedProjection",
                 "parts must take one input width, got ", p.linear->in_features(), " and ",
@@ -59,12 +60,13 @@ std::vector<Tensor> StackedProjection::forward(const std::vector<Part>& parts, c
   }
   std::vector<Tensor> out;
   if (!stackable) {
-    for (const auto& p : parts) out.push_back(p.with_bias ? p.linear->forward(x) : p.linear->forward_without_bias(x));
+    const Tensor input = input_norm ? input_norm->forward(x) : x;
+    for (const auto& p : parts)
+      out.push_back(p.with_bias ? p.linear->forward(input) : p.linear->forward_without_bias(input));
     return out;
   }
   if (!cache_matches(parts)) rebuild(parts);
-  const Tensor y = matmul(x, t(weight_));
-  const Tensor all = bias_.defined() ? y + bias_ : y;
+  const Tensor all = fused_product(weight_, bias_, x, {.input_norm = input_norm});
   int64_t at = 0;
   for (const auto& p : parts) {
     const int64_t width = p.linear->out_features();

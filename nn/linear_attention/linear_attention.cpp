@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "nn/layers/fused_product.h"
 #include "nn/names.h"
 #include "tensor/error.h"
 
@@ -164,13 +165,21 @@ Tensor LinearAttention::step(const Tensor& x, DecodeState& state_in) {
   return select(finish(transpose(o, 1, 2)), 1, 0);
 }
 
+Tensor LinearAttention::residual_step(const Tensor& x, const Norm& norm, DecodeState& state_in) {
+  if (!fused_step_applies()) return SequenceMixer::residual_step(x, norm, state_in);
+  LinearAttentionState* s = &step_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
+                                                              &LinearAttentionState::state);
+  return fused_step(x, *s, &norm, x);
+}
+
 bool LinearAttention::fused_step_applies() const {
   if (!config_.fused_step || is_grad_enabled() || config_.sum_normalization) return false;
   if (config_.output_norm == OutputNorm::Layer || config_.gate.kind == GateKind::Scalar) return false;
   return config_.feature_map.kind == FeatureMapKind::Identity || fuses_normalized_exp(KeyMaxMode::Prefix);
 }
 
-Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
+Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s, const Norm* input_norm,
+                                   const Tensor& residual) {
   // Every projection of x in one product: q, k, v, then the gate's (which the kernel finishes,
   // biases included), where the gate lets the kernel compute it.
   std::vector<StackedProjection::Part> parts = {{q_proj_.get(), true}, {k_proj_.get(), true}, {v_proj_.get(), true}};
@@ -189,7 +198,7 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
     if (sigmoid->key) key_gate_at = stack(sigmoid->key_down ? sigmoid->key_down : sigmoid->key);
     if (sigmoid->value) value_gate_at = stack(sigmoid->value);
   }
-  const std::vector<Tensor> y = step_projections_.forward(parts, x);  // (B, width) each
+  const std::vector<Tensor> y = step_projections_.forward(parts, x, input_norm);  // (B, width) each
   const int64_t B = x.size(0), H = config_.heads;
   auto per_head = [&](const Tensor& t) { return reshape(t, {B, H, t.size(-1) / H}); };
   auto token = [](const Tensor& t) { return t.defined() ? select(t, 2, 0) : t; };  // (B, H, 1, w) -> (B, H, w)
@@ -212,7 +221,7 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
       in.value_gate_bias = sigmoid->value->bias;
     }
   } else if (gate_) {
-    const GateOutput g = gate_->forward(unsqueeze(x, 1));
+    const GateOutput g = gate_->forward(unsqueeze(input_norm ? input_norm->forward(x) : x, 1));
     in.gk = token(g.gk);
     in.gv = token(g.gv);
   }
@@ -231,7 +240,7 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s) {
   s.state = r.state;
   if (r.key_max.defined()) s.key_max = r.key_max;
   ++s.position;
-  return out_proj_->forward(reshape(r.out, {B, H * config_.head_dim}));
+  return fused_product(*out_proj_, reshape(r.out, {B, H * config_.head_dim}), {.residual = residual});
 }
 
 Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {

@@ -126,6 +126,9 @@ class LinearAttention : public SequenceMixer {
   // no future to take a max over (which is why the global mode's training output differs from
   // its decoding).
   Tensor step(const Tensor& x, DecodeState& state) override;
+  // The block's norm folded into the step's stacked projection, the residual into its output
+  // projection, when the fused step applies.
+  Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state) override;
   // With KeyMaxMode::Global too it normalizes keys by the running max, as step() does.
   Tensor prefill(const Tensor& x, DecodeState& state) override;
 
@@ -143,9 +146,11 @@ class LinearAttention : public SequenceMixer {
   };
   ScanInputs prepare(const Tensor& x, const Tensor& previous_key_max, KeyMaxMode mode);
   bool fuses_normalized_exp(KeyMaxMode mode) const;
-  // Whether step() takes the fused op (fused_step, above), and that step.
+  // Whether step() takes the fused op (fused_step, above), and that step: its input is
+  // input_norm(x) (x itself without a norm), and `residual` is added to its output.
   bool fused_step_applies() const;
-  Tensor fused_step(const Tensor& x, LinearAttentionState& state);
+  Tensor fused_step(const Tensor& x, LinearAttentionState& state, const Norm* input_norm = nullptr,
+                    const Tensor& residual = Tensor());
   // o (B, T, H, state_value_dim) -> y (B, T, D): sum normalization, norm, merge, out projection.
   Tensor finish(const Tensor& o);
   Tensor heads_first(const Tensor& y, int64_t width) const;  // (B, T, H w) -> (B, H, T, w)

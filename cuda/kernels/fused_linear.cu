@@ -1,0 +1,252 @@
+// A decoding step's matrix product with its input norm, activation and residual folded in
+// (tensor/backend_kernels.def: fused_linear; cpu/fused_linear.cpp is the oracle).
+//
+// At batch 1 a product is a matrix-vector product: every weight is read once and used once, so
+// the kernel's whole job is to stream the weights at the memory's bandwidth, and to do in the same
+// launch what would otherwise be launches of their own (a decoding step is bound by how many
+// kernels it runs, docs/benchmarks.md). Each warp owns one output: its lanes read the output's row
+// of weights in 16-byte loads, several in flight at once, against the input rows staged in shared
+// memory, and the warp's sum goes through the epilogue (bias, activation, a gated unit's second
+// product, the residual) in one lane per input row.
+//
+// The input rows are normed once per block into shared memory (the statistics in double, as the
+// norm kernels compute them): every block reads the few input rows again, which costs far less
+// than a separate norm kernel. Rows too long for the shared memory are staged in parts. Up to 16
+// input rows go through one launch (each weight is then used 16 times); more take several.
+// Every sum is combined in a fixed order: the same input gives the same bits on every run.
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/kernels/rows.cuh"
+#include "tensor/fused_linear_math.h"
+
+namespace linea::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kBlockThreads = 32 * kWarps;
+constexpr int kUnroll = 4;                       // 16-byte loads of each weight row in flight per lane
+constexpr int64_t kMaxRowsPerLaunch = 16;
+constexpr int64_t kStageBytes = 64 * 1024;       // shared memory for the staged input rows
+
+template <class T>
+struct ProductArgs {
+  const T* x;
+  int64_t x_stride;
+  const T *weight, *bias, *up_weight, *up_bias, *norm_weight, *norm_bias;
+  const T* residual;
+  int64_t residual_stride;
+  T* out;
+  int rows;
+  int64_t in, outputs;
+  int64_t stage;  // elements of each input row staged at a time, a multiple of the load width
+  RowNorm norm;
+  double eps;
+  bool activate;
+  UnaryOp activation;
+};
+
+// kWidth elements loaded together: 16 bytes (float4 / double2), or one element when the weights'
+// rows are not aligned for that.
+template <class T, int kWidth>
+struct alignas(sizeof(T) * kWidth) Pack {
+  T v[kWidth];
+};
+
+template <class T, int kWidth>
+__device__ __forceinline__ Pack<T, kWidth> load_weights(const T* p) {
+  if constexpr (kWidth == 1) {
+    return {{__ldg(p)}};
+  } else if constexpr (sizeof(T) == 4) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+    return {{v.x, v.y, v.z, v.w}};
+  } else {
+    const double2 v = __ldg(reinterpret_cast<const double2*>(p));
+    return {{v.x, v.y}};
+  }
+}
+
+// acc[n] += w . staged row n (kWidth elements at column c of the stage).
+template <class T, int kRows, int kWidth>
+__device__ __forceinline__ void accumulate(T (&acc)[kRows], const Pack<T, kWidth>& w, const T* staged, int64_t stage,
+                                           int64_t c) {
+#pragma unroll
+  for (int n = 0; n < kRows; ++n) {
+    const Pack<T, kWidth> x = *reinterpret_cast<const Pack<T, kWidth>*>(staged + n * stage + c);
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) acc[n] += w.v[e] * x.v[e];
+  }
+}
+
+// Each row's mean and 1/std (mean 0 for RMS; 0 and 1 without a norm), one warp per row.
+template <class T, int kRows>
+__device__ void row_statistics(const ProductArgs<T>& a, double (&mean)[kRows], double (&rstd)[kRows]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int n = warp; n < a.rows; n += kWarps) {
+    const T* row = a.x + n * a.x_stride;
+    double mu = 0, sq = 0;
+    if (a.norm == RowNorm::Layer) {
+      for (int64_t c = lane; c < a.in; c += 32) mu += row[c];
+      mu = warp_sum(mu) / a.in;
+    }
+    for (int64_t c = lane; c < a.in; c += 32) sq += (row[c] - mu) * (row[c] - mu);
+    sq = warp_sum(sq);
+    if (lane == 0) {
+      mean[n] = mu;
+      rstd[n] = a.norm == RowNorm::None ? 1.0 : norm_rstd(sq, static_cast<double>(a.in), a.eps);
+    }
+  }
+}
+
+// Columns [start, start + len) of every input row, normed, into staged (kRows x stage); the rows
+// past a.rows are zeros, so the products read them without a test.
+template <class T, int kRows>
+__device__ void stage_rows(const ProductArgs<T>& a, const double (&mean)[kRows], const double (&rstd)[kRows],
+                           int64_t start, int64_t len, T* staged) {
+  for (int64_t i = threadIdx.x; i < kRows * len; i += kBlockThreads) {
+    const int n = static_cast<int>(i / len);
+    const int64_t c = start + i % len;
+    T v = T(0);
+    if (n < a.rows) {
+      v = a.x[n * a.x_stride + c];
+      if (a.norm != RowNorm::None) v = normed_value(v, mean[n], rstd[n], a.norm_weight, a.norm_bias, c);
+    }
+    staged[n * a.stage + (c - start)] = v;
+  }
+}
+
+// Grid-stride over groups of kWarps outputs; warp w of a block computes output group * kWarps + w
+// for every input row at once.
+template <class T, int kRows, int kWidth, bool kGated>
+__global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  T* staged = reinterpret_cast<T*>(shared);
+  __shared__ double mean[kRows], rstd[kRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  row_statistics<T, kRows>(a, mean, rstd);
+  __syncthreads();
+  const bool staged_once = a.stage >= a.in;  // the whole rows fit: stage them once for every group
+  if (staged_once) stage_rows<T, kRows>(a, mean, rstd, 0, a.in, staged);
+
+  const int64_t groups = (a.outputs + kWarps - 1) / kWarps;
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int64_t j = group * kWarps + warp;
+    const bool active = j < a.outputs;
+    const T* w_row = a.weight + (active ? j : 0) * a.in;
+    const T* u_row = kGated ? a.up_weight + (active ? j : 0) * a.in : nullptr;
+    T acc[kRows] = {}, up[kRows] = {};
+    for (int64_t start = 0; start < a.in; start += a.stage) {
+      const int64_t len = a.in - start < a.stage ? a.in - start : a.stage;
+      if (!staged_once) {
+        __syncthreads();  // every warp is done with the previous part
+        stage_rows<T, kRows>(a, mean, rstd, start, len, staged);
+      }
+      __syncthreads();
+      if (!active) continue;
+      constexpr int64_t kStep = 32 * kWidth;
+      int64_t c = lane * kWidth;
+      for (; c + (kUnroll - 1) * kStep < len; c += kUnroll * kStep) {
+        Pack<T, kWidth> w[kUnroll], u[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          w[k] = load_weights<T, kWidth>(w_row + start + c + k * kStep);
+          if constexpr (kGated) u[k] = load_weights<T, kWidth>(u_row + start + c + k * kStep);
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          accumulate<T, kRows, kWidth>(acc, w[k], staged, a.stage, c + k * kStep);
+          if constexpr (kGated) accumulate<T, kRows, kWidth>(up, u[k], staged, a.stage, c + k * kStep);
+        }
+      }
+      for (; c < len; c += kStep) {
+        accumulate<T, kRows, kWidth>(acc, load_weights<T, kWidth>(w_row + start + c), staged, a.stage, c);
+        if constexpr (kGated)
+          accumulate<T, kRows, kWidth>(up, load_weights<T, kWidth>(u_row + start + c), staged, a.stage, c);
+      }
+    }
+    if (!active) continue;
+#pragma unroll
+    for (int n = 0; n < kRows; ++n) {
+      acc[n] = warp_sum(acc[n]);
+      if constexpr (kGated) up[n] = warp_sum(up[n]);
+    }
+#pragma unroll
+    for (int n = 0; n < kRows; ++n) {
+      if (n >= a.rows || lane != n) continue;
+      T v = acc[n] + (a.bias ? a.bias[j] : T(0));
+      if (a.activate) v = activation_value(a.activation, v);
+      if constexpr (kGated) v *= up[n] + (a.up_bias ? a.up_bias[j] : T(0));
+      if (a.residual) v += a.residual[n * a.residual_stride + j];
+      a.out[n * a.outputs + j] = v;
+    }
+  }
+}
+
+template <class T, int kRows, int kWidth>
+void launch_rows(const ProductArgs<T>& a, bool gated, unsigned blocks, cudaStream_t stream) {
+  const size_t bytes = static_cast<size_t>(kRows * a.stage) * sizeof(T);
+  if (gated)
+    launch_kernel(fused_linear_kernel<T, kRows, kWidth, true>, dim3(blocks), kBlockThreads, bytes, stream,
+                  "fused_linear", a);
+  else
+    launch_kernel(fused_linear_kernel<T, kRows, kWidth, false>, dim3(blocks), kBlockThreads, bytes, stream,
+                  "fused_linear", a);
+}
+
+// Up to kMaxRowsPerLaunch rows: the smallest kernel that holds them.
+template <class T, int kWidth>
+void launch(ProductArgs<T> a, bool gated, unsigned blocks, cudaStream_t stream) {
+  const int64_t max_rows = a.rows <= 1 ? 1 : (a.rows <= 4 ? 4 : kMaxRowsPerLaunch);
+  a.stage = std::min<int64_t>(a.in, kStageBytes / (max_rows * static_cast<int64_t>(sizeof(T))) / kWidth * kWidth);
+  if (max_rows == 1) launch_rows<T, 1, kWidth>(a, gated, blocks, stream);
+  else if (max_rows == 4) launch_rows<T, 4, kWidth>(a, gated, blocks, stream);
+  else launch_rows<T, kMaxRowsPerLaunch, kWidth>(a, gated, blocks, stream);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOptions& options,
+                               const Tensor& out) const {
+  const char* op = "fused_linear";
+  check_on_device(device_, op,
+                  {&in.x, &in.weight, &in.bias, &in.up_weight, &in.up_bias, &in.norm_weight, &in.norm_bias,
+                   &in.residual, &out});
+  const int64_t rows = in.x.size(0), width = in.x.size(1), outputs = in.weight.size(0);
+  if (rows == 0 || outputs == 0) return;
+  const int64_t groups = ceil_div(outputs, kWarps);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(groups, 8 * static_cast<int64_t>(sm_count(device_))));
+  const cudaStream_t stream = use_device(device_);
+  const bool gated = in.up_weight.defined();
+  dispatch_floating(in.x.dtype(), op, [&]<class T>() {
+    ProductArgs<T> a{};
+    a.weight = in.weight.data<T>();
+    a.bias = data_or_null<T>(in.bias);
+    a.up_weight = data_or_null<T>(in.up_weight);
+    a.up_bias = data_or_null<T>(in.up_bias);
+    a.norm_weight = data_or_null<T>(in.norm_weight);
+    a.norm_bias = data_or_null<T>(in.norm_bias);
+    a.x_stride = in.x.stride(0);
+    a.residual_stride = in.residual.defined() ? in.residual.stride(0) : 0;
+    a.in = width;
+    a.outputs = outputs;
+    a.norm = options.norm;
+    a.eps = options.norm_eps;
+    a.activate = options.activate;
+    a.activation = options.activation;
+    constexpr int kVector = 16 / sizeof(T);
+    const bool vectors = width % kVector == 0 && aligned16(a.weight) && (!gated || aligned16(a.up_weight));
+    for (int64_t first = 0; first < rows; first += kMaxRowsPerLaunch) {
+      a.rows = static_cast<int>(std::min(kMaxRowsPerLaunch, rows - first));
+      a.x = in.x.data<T>() + first * a.x_stride;
+      a.residual = in.residual.defined() ? in.residual.data<T>() + first * a.residual_stride : nullptr;
+      a.out = out.data<T>() + first * outputs;
+      if (vectors) launch<T, kVector>(a, gated, blocks, stream);
+      else launch<T, 1>(a, gated, blocks, stream);
+    }
+  });
+}
+
+}  // namespace linea::cuda

@@ -1,0 +1,128 @@
+// The CUDA fused_linear (cuda/kernels/fused_linear.cu) against the CPU kernel, its oracle: every
+// norm and activation, gated and not, at awkward widths (1, odd ones that take the one-element
+// loads, ones a 16-byte load divides), 1 to 16 input rows (the kernel's three row counts), rows
+// long enough to be staged in parts, weights that start off a 16-byte boundary, and, through the
+// backend directly, more rows than one launch takes.
+#include <string>
+#include <vector>
+
+#include "tests/cuda/parity.h"
+
+namespace linea::testing {
+namespace {
+
+struct Case {
+  int64_t rows, in, out;
+  RowNorm norm = RowNorm::None;
+  bool activate = false;
+  UnaryOp activation = UnaryOp::GeluErf;
+  bool bias = false, gated = false, residual = false;
+
+  std::string name() const {
+    return std::to_string(rows) + "x" + std::to_string(in) + "->" + std::to_string(out) + " norm " +
+           std::to_string(static_cast<int>(norm)) + (activate ? " act " + std::to_string(static_cast<int>(activation)) : "") +
+           (bias ? " bias" : "") + (gated ? " gated" : "") + (residual ? " residual" : "");
+  }
+  FusedLinearOptions options() const {
+    return {.norm = norm, .norm_eps = 1e-5, .activate = activate, .activation = activation};
+  }
+};
+
+// w's values in a contiguous tensor on `device` whose first element sits one element past its
+// allocation's start: off every 16-byte boundary, so the kernel must take its one-element loads.
+Tensor off_boundary(const Tensor& w, Device device) {
+  Tensor shifted = reshape(narrow(zeros({w.numel() + 1}, {w.dtype(), device}), 0, 1, w.numel()), w.shape());
+  copy_(shifted, w);
+  return shifted;
+}
+
+FusedLinearInputs draw(const Case& c, DType dtype, Generator& gen) {
+  const double w_scale = 1.0 / std::sqrt(static_cast<double>(c.in));
+  FusedLinearInputs in;
+  in.x = randn({c.rows, c.in}, dtype, &gen) * 1.5;
+  in.weight = randn({c.out, c.in}, dtype, &gen) * w_scale;
+  if (c.bias) in.bias = randn({c.out}, dtype, &gen);
+  if (c.gated) {
+    in.up_weight = randn({c.out, c.in}, dtype, &gen) * w_scale;
+    if (c.bias) in.up_bias = randn({c.out}, dtype, &gen);
+  }
+  if (c.norm != RowNorm::None) in.norm_weight = randn({c.in}, dtype, &gen) * 0.3 + 1.0;
+  if (c.norm == RowNorm::Layer) in.norm_bias = randn({c.in}, dtype, &gen) * 0.3;
+  if (c.residual) in.residual = randn({c.rows, c.out}, dtype, &gen);
+  return in;
+}
+
+FusedLinearInputs on_gpu(const FusedLinearInputs& in, bool misaligned) {
+  auto move = [&](const Tensor& t) { return t.defined() ? to(t, gpu()) : t; };
+  auto weights = [&](const Tensor& t) { return misaligned && t.defined() ? off_boundary(t, gpu()) : move(t); };
+  return {.x = move(in.x), .weight = weights(in.weight), .bias = move(in.bias), .up_weight = weights(in.up_weight),
+          .up_bias = move(in.up_bias), .norm_weight = move(in.norm_weight), .norm_bias = move(in.norm_bias),
+          .residual = move(in.residual)};
+}
+
+// float32 products of `in` terms, summed in other orders on the two devices.
+double tolerance(DType dtype, int64_t in) { return (dtype == kFloat64 ? 1e-12 : 2e-6) * (1.0 + std::sqrt(static_cast<double>(in))); }
+
+void expect_parity(const Case& c, DType dtype, uint64_t seed, bool misaligned = false) {
+  Generator gen(seed);
+  const FusedLinearInputs cpu = draw(c, dtype, gen), cuda = on_gpu(cpu, misaligned);
+  const Tensor want = fused_linear(cpu, c.options()), got = fused_linear(cuda, c.options());
+  const double tol = tolerance(dtype, c.in);
+  EXPECT_TRUE(matches_cpu(got, want, tol, tol)) << c.name() << (misaligned ? " misaligned" : "") << " "
+                                                << dtype_name(dtype);
+}
+
+std::vector<Case> cases() {
+  using enum UnaryOp;
+  std::vector<Case> all;
+  for (int64_t rows : {1, 2, 4, 5, 16})
+    for (auto [in, out] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 7}, {64, 33}, {130, 65}, {512, 513}}) {
+      all.push_back({rows, in, out});
+      all.push_back({rows, in, out, RowNorm::RMS, true, Silu, false, true, true});
+      all.push_back({rows, in, out, RowNorm::Layer, true, GeluErf, true, false, false});
+      all.push_back({rows, in, out, RowNorm::RMS, true, GeluTanh, true, false, true});
+      all.push_back({rows, in, out, RowNorm::None, true, Relu, true, true, true});
+    }
+  return all;
+}
+
+TEST(FusedLinearCuda, MatchesTheCpuKernel) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  uint64_t seed = 1;
+  for (DType dtype : {kFloat32, kFloat64})
+    for (const Case& c : cases()) expect_parity(c, dtype, seed++);
+}
+
+TEST(FusedLinearCuda, LongRowsAreStagedInParts) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // 16 rows of 5000 floats (or 600 doubles) are more than the 64 KiB the kernel stages at once.
+  expect_parity({16, 5000, 37, RowNorm::RMS, true, UnaryOp::Silu, true, true, true}, kFloat32, 50);
+  expect_parity({16, 600, 37, RowNorm::Layer, true, UnaryOp::GeluErf, true, false, true}, kFloat64, 51);
+  expect_parity({1, 20000, 9, RowNorm::RMS}, kFloat32, 52);
+}
+
+TEST(FusedLinearCuda, WeightsOffA16ByteBoundary) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  expect_parity({3, 64, 20, RowNorm::RMS, true, UnaryOp::Silu, true, false, true}, kFloat32, 60, /*misaligned=*/true);
+  expect_parity({1, 32, 5}, kFloat64, 61, /*misaligned=*/true);
+}
+
+TEST(FusedLinearCuda, MoreRowsThanOneLaunchTakes) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // The op gives more than kFusedLinearMaxRows rows to the composite ops; the kernel itself takes
+  // any number, 16 per launch.
+  const Case c{33, 40, 21, RowNorm::RMS, true, UnaryOp::GeluTanh, true, true, true};
+  Generator gen(70);
+  const FusedLinearInputs cpu = draw(c, kFloat32, gen), cuda = on_gpu(cpu, false);
+  const Tensor want = zeros({c.rows, c.out}), got = zeros({c.rows, c.out}, {kFloat32, gpu()});
+  backend_for(kCPU).fused_linear(cpu, c.options(), want);
+  backend_for(gpu()).fused_linear(cuda, c.options(), got);
+  EXPECT_TRUE(matches_cpu(got, want, tolerance(kFloat32, c.in), tolerance(kFloat32, c.in)));
+}
+
+}  // namespace
+}  // namespace linea::testing
