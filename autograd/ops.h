@@ -267,7 +267,7 @@ LinearStepResult linear_attention_step(const LinearStepInputs& in, const LinearS
 // products and elementwise passes. Otherwise (many rows, where a matrix product reads the weights
 // once for all of them, or inputs that require grad under grad mode) it runs those composite ops,
 // fused_linear_composite, which autograd records.
-constexpr int64_t kFusedLinearMaxRows = 16;
+constexpr int64_t kFusedLinearMaxRows = 4;
 Tensor fused_linear(const FusedLinearInputs& in, const FusedLinearOptions& options);
 Tensor fused_linear_composite(const FusedLinearInputs& in, const FusedLinearOptions& options);
 

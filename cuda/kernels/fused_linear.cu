@@ -4,15 +4,19 @@
 // At batch 1 a product is a matrix-vector product: every weight is read once and used once, so
 // the kernel's whole job is to stream the weights at the memory's bandwidth, and to do in the same
 // launch what would otherwise be launches of their own (a decoding step is bound by how many
-// kernels it runs, docs/benchmarks.md). Each warp owns one output: its lanes read the output's row
-// of weights in 16-byte loads, several in flight at once, against the input rows staged in shared
-// memory, and the warp's sum goes through the epilogue (bias, activation, a gated unit's second
-// product, the residual) in one lane per input row.
+// kernels it runs, docs/benchmarks.md). Each output belongs to one warp, or to a few when the
+// matrix has few outputs: their lanes read the output's row of weights in 16-byte loads, many in
+// flight at once, against the input rows staged in shared memory, and the sum goes through the
+// epilogue (bias, activation, a gated unit's second product, the residual) in one lane per input
+// row.
 //
-// The input rows are normed once per block into shared memory (the statistics in double, as the
-// norm kernels compute them): every block reads the few input rows again, which costs far less
-// than a separate norm kernel. Rows too long for the shared memory are staged in parts. Up to 16
-// input rows go through one launch (each weight is then used 16 times); more take several.
+// The input rows are staged once per block in shared memory and normed there (the statistics in
+// double, as the norm kernels compute them): every block reads the few input rows again, which
+// costs far less than a separate norm kernel. Rows too long for the shared memory are staged in
+// parts, normed on the way from statistics read from global memory. While a block stages its
+// input, the L2 cache is already fetching its weights. Up to 4 input rows go through one launch
+// (more take several; the op gives more than that to cuBLAS, which reads the weights once for
+// all rows).
 // Every sum is combined in a fixed order: the same input gives the same bits on every run.
 #include <algorithm>
 #include <cstdint>
@@ -26,8 +30,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = 32 * kWarps;
-constexpr int kUnroll = 4;                       // 16-byte loads of each weight row in flight per lane
-constexpr int64_t kMaxRowsPerLaunch = 16;
+constexpr int64_t kMaxRowsPerLaunch = 4;
 constexpr int64_t kStageBytes = 64 * 1024;       // shared memory for the staged input rows
 
 template <class T>
@@ -41,6 +44,7 @@ struct ProductArgs {
   int rows;
   int64_t in, outputs;
   int64_t stage;  // elements of each input row staged at a time, a multiple of the load width
+  int split;      // warps per output (1, 2 or kWarps)
   RowNorm norm;
   double eps;
   bool activate;
@@ -79,12 +83,14 @@ __device__ __forceinline__ void accumulate(T (&acc)[kRows], const Pack<T, kWidth
   }
 }
 
-// Each row's mean and 1/std (mean 0 for RMS; 0 and 1 without a norm), one warp per row.
+// Each row's mean and 1/std (mean 0 for RMS), one warp per row, from rows[n * stride + c]: the
+// input in global memory, or its copy in shared memory.
 template <class T, int kRows>
-__device__ void row_statistics(const ProductArgs<T>& a, double (&mean)[kRows], double (&rstd)[kRows]) {
+__device__ void row_statistics(const ProductArgs<T>& a, const T* rows, int64_t stride, double (&mean)[kRows],
+                               double (&rstd)[kRows]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int n = warp; n < a.rows; n += kWarps) {
-    const T* row = a.x + n * a.x_stride;
+    const T* row = rows + n * stride;
     double mu = 0, sq = 0;
     if (a.norm == RowNorm::Layer) {
       for (int64_t c = lane; c < a.in; c += 32) mu += row[c];
@@ -94,44 +100,111 @@ __device__ void row_statistics(const ProductArgs<T>& a, double (&mean)[kRows], d
     sq = warp_sum(sq);
     if (lane == 0) {
       mean[n] = mu;
-      rstd[n] = a.norm == RowNorm::None ? 1.0 : norm_rstd(sq, static_cast<double>(a.in), a.eps);
+      rstd[n] = norm_rstd(sq, static_cast<double>(a.in), a.eps);
     }
   }
 }
 
-// Columns [start, start + len) of every input row, normed, into staged (kRows x stage); the rows
-// past a.rows are zeros, so the products read them without a test.
+// Columns [start, start + len) of every input row into staged (kRows x stage), normed when
+// `normed` (the statistics known), else as they are; the rows past a.rows are zeros, so the
+// products read them without a test.
 template <class T, int kRows>
 __device__ void stage_rows(const ProductArgs<T>& a, const double (&mean)[kRows], const double (&rstd)[kRows],
-                           int64_t start, int64_t len, T* staged) {
-  for (int64_t i = threadIdx.x; i < kRows * len; i += kBlockThreads) {
-    const int n = static_cast<int>(i / len);
-    const int64_t c = start + i % len;
-    T v = T(0);
-    if (n < a.rows) {
-      v = a.x[n * a.x_stride + c];
-      if (a.norm != RowNorm::None) v = normed_value(v, mean[n], rstd[n], a.norm_weight, a.norm_bias, c);
+                           int64_t start, int64_t len, bool normed, T* staged) {
+#pragma unroll
+  for (int n = 0; n < kRows; ++n) {
+    for (int64_t i = threadIdx.x; i < len; i += kBlockThreads) {
+      T v = T(0);
+      if (n < a.rows) {
+        v = a.x[n * a.x_stride + start + i];
+        if (normed) v = normed_value(v, mean[n], rstd[n], a.norm_weight, a.norm_bias, start + i);
+      }
+      staged[n * a.stage + i] = v;
     }
-    staged[n * a.stage + (c - start)] = v;
   }
 }
 
-// Grid-stride over groups of kWarps outputs; warp w of a block computes output group * kWarps + w
-// for every input row at once.
+// The whole rows, staged as they are, normed in place.
+template <class T, int kRows>
+__device__ void norm_staged(const ProductArgs<T>& a, const double (&mean)[kRows], const double (&rstd)[kRows],
+                            T* staged) {
+  for (int n = 0; n < a.rows; ++n)
+    for (int64_t c = threadIdx.x; c < a.in; c += kBlockThreads)
+      staged[n * a.stage + c] = normed_value(staged[n * a.stage + c], mean[n], rstd[n], a.norm_weight, a.norm_bias, c);
+}
+
+// Asks the L2 cache for the first bytes of a row of weights, so that its loads are on their way
+// while the block stages its input.
+template <class T>
+__device__ __forceinline__ void prefetch_row(const T* row, int64_t in) {
+  constexpr int64_t kLine = 128 / sizeof(T);
+  const int64_t lines = std::min<int64_t>((in + kLine - 1) / kLine, 64);
+  for (int64_t l = threadIdx.x % 32; l < lines; l += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + l * kLine));
+}
+
+// A warp's share of one output's products over columns [lo, hi) of the staged part: batches of
+// kUnroll 16-byte loads per lane, all issued before any is used (the ones past hi predicated off),
+// so that a whole short row is in flight at once.
+constexpr int kUnroll = 8;
+
+template <class T, int kRows, int kWidth, bool kGated>
+__device__ __forceinline__ void dot_slice(const T* w_row, const T* u_row, const T* staged, int64_t stage, int64_t lo,
+                                          int64_t hi, T (&acc)[kRows], T (&up)[kRows]) {
+  constexpr int64_t kStep = 32 * kWidth;
+  const int lane = threadIdx.x % 32;
+  for (int64_t base = lo + lane * kWidth; base < hi; base += kUnroll * kStep) {
+    Pack<T, kWidth> w[kUnroll], u[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const int64_t c = base + k * kStep;
+      if (c >= hi) continue;
+      w[k] = load_weights<T, kWidth>(w_row + c);
+      if constexpr (kGated) u[k] = load_weights<T, kWidth>(u_row + c);
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const int64_t c = base + k * kStep;
+      if (c >= hi) continue;
+      accumulate<T, kRows, kWidth>(acc, w[k], staged, stage, c);
+      if constexpr (kGated) accumulate<T, kRows, kWidth>(up, u[k], staged, stage, c);
+    }
+  }
+}
+
+// Grid-stride over groups of outputs. a.split warps share one output, each taking a slice of every
+// staged part (for matrices of few outputs, whose warps would otherwise be too few to keep the
+// memory busy); their sums meet in shared memory and are added in slice order.
 template <class T, int kRows, int kWidth, bool kGated>
 __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs<T> a) {
   extern __shared__ __align__(16) unsigned char shared[];
   T* staged = reinterpret_cast<T*>(shared);
   __shared__ double mean[kRows], rstd[kRows];
+  __shared__ T partial[kWarps][2][kRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  row_statistics<T, kRows>(a, mean, rstd);
-  __syncthreads();
-  const bool staged_once = a.stage >= a.in;  // the whole rows fit: stage them once for every group
-  if (staged_once) stage_rows<T, kRows>(a, mean, rstd, 0, a.in, staged);
+  const int per_block = kWarps / a.split, slice_index = warp % a.split;
+  const bool normed = a.norm != RowNorm::None;
+  const int64_t first = blockIdx.x * per_block + warp / a.split;
+  if (first < a.outputs && slice_index == 0) {
+    prefetch_row(a.weight + first * a.in, a.in);
+    if constexpr (kGated) prefetch_row(a.up_weight + first * a.in, a.in);
+  }
+  // The whole rows fit: stage them once for every group, and take the statistics from there.
+  const bool staged_once = a.stage >= a.in;
+  if (staged_once) {
+    stage_rows<T, kRows>(a, mean, rstd, 0, a.in, false, staged);
+    if (normed) {
+      __syncthreads();
+      row_statistics<T, kRows>(a, staged, a.stage, mean, rstd);
+      __syncthreads();
+      norm_staged<T, kRows>(a, mean, rstd, staged);
+    }
+  } else if (normed) {
+    row_statistics<T, kRows>(a, a.x, a.x_stride, mean, rstd);
+  }
 
-  const int64_t groups = (a.outputs + kWarps - 1) / kWarps;
+  const int64_t groups = (a.outputs + per_block - 1) / per_block;
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
-    const int64_t j = group * kWarps + warp;
+    const int64_t j = group * per_block + warp / a.split;
     const bool active = j < a.outputs;
     const T* w_row = a.weight + (active ? j : 0) * a.in;
     const T* u_row = kGated ? a.up_weight + (active ? j : 0) * a.in : nullptr;
@@ -139,38 +212,40 @@ __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs
     for (int64_t start = 0; start < a.in; start += a.stage) {
       const int64_t len = a.in - start < a.stage ? a.in - start : a.stage;
       if (!staged_once) {
-        __syncthreads();  // every warp is done with the previous part
-        stage_rows<T, kRows>(a, mean, rstd, start, len, staged);
+        __syncthreads();  // every warp is done with the previous part (and the statistics are in)
+        stage_rows<T, kRows>(a, mean, rstd, start, len, normed, staged);
       }
       __syncthreads();
       if (!active) continue;
-      constexpr int64_t kStep = 32 * kWidth;
-      int64_t c = lane * kWidth;
-      for (; c + (kUnroll - 1) * kStep < len; c += kUnroll * kStep) {
-        Pack<T, kWidth> w[kUnroll], u[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          w[k] = load_weights<T, kWidth>(w_row + start + c + k * kStep);
-          if constexpr (kGated) u[k] = load_weights<T, kWidth>(u_row + start + c + k * kStep);
-        }
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          accumulate<T, kRows, kWidth>(acc, w[k], staged, a.stage, c + k * kStep);
-          if constexpr (kGated) accumulate<T, kRows, kWidth>(up, u[k], staged, a.stage, c + k * kStep);
-        }
-      }
-      for (; c < len; c += kStep) {
-        accumulate<T, kRows, kWidth>(acc, load_weights<T, kWidth>(w_row + start + c), staged, a.stage, c);
-        if constexpr (kGated)
-          accumulate<T, kRows, kWidth>(up, load_weights<T, kWidth>(u_row + start + c), staged, a.stage, c);
-      }
+      const int64_t slice = (len + a.split * kWidth - 1) / (a.split * kWidth) * kWidth;
+      const int64_t lo = slice_index * slice, hi = lo + slice < len ? lo + slice : len;
+      dot_slice<T, kRows, kWidth, kGated>(w_row + start, u_row ? u_row + start : nullptr, staged, a.stage, lo, hi, acc,
+                                          up);
     }
-    if (!active) continue;
 #pragma unroll
     for (int n = 0; n < kRows; ++n) {
       acc[n] = warp_sum(acc[n]);
       if constexpr (kGated) up[n] = warp_sum(up[n]);
     }
+    if (a.split > 1) {
+      if (lane == 0) {
+#pragma unroll
+        for (int n = 0; n < kRows; ++n) {
+          partial[warp][0][n] = acc[n];
+          partial[warp][1][n] = up[n];
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int n = 0; n < kRows; ++n) {
+        acc[n] = up[n] = T(0);
+        for (int p = 0; p < a.split; ++p) {
+          acc[n] += partial[warp - slice_index + p][0][n];
+          up[n] += partial[warp - slice_index + p][1][n];
+        }
+      }
+    }
+    if (!active || slice_index != 0) continue;
 #pragma unroll
     for (int n = 0; n < kRows; ++n) {
       if (n >= a.rows || lane != n) continue;
@@ -197,10 +272,9 @@ void launch_rows(const ProductArgs<T>& a, bool gated, unsigned blocks, cudaStrea
 // Up to kMaxRowsPerLaunch rows: the smallest kernel that holds them.
 template <class T, int kWidth>
 void launch(ProductArgs<T> a, bool gated, unsigned blocks, cudaStream_t stream) {
-  const int64_t max_rows = a.rows <= 1 ? 1 : (a.rows <= 4 ? 4 : kMaxRowsPerLaunch);
+  const int64_t max_rows = a.rows <= 1 ? 1 : kMaxRowsPerLaunch;
   a.stage = std::min<int64_t>(a.in, kStageBytes / (max_rows * static_cast<int64_t>(sizeof(T))) / kWidth * kWidth);
   if (max_rows == 1) launch_rows<T, 1, kWidth>(a, gated, blocks, stream);
-  else if (max_rows == 4) launch_rows<T, 4, kWidth>(a, gated, blocks, stream);
   else launch_rows<T, kMaxRowsPerLaunch, kWidth>(a, gated, blocks, stream);
 }
 
@@ -216,7 +290,9 @@ void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOpt
                    &in.residual, &out});
   const int64_t rows = in.x.size(0), width = in.x.size(1), outputs = in.weight.size(0);
   if (rows == 0 || outputs == 0) return;
-  const int64_t groups = ceil_div(outputs, kWarps);
+  // Warps per output: enough warps in all to keep about 2048 rows of loads in flight.
+  const int split = outputs >= 2048 ? 1 : (outputs >= 1024 ? 2 : kWarps);
+  const int64_t groups = ceil_div(outputs, kWarps / split);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(groups, 8 * static_cast<int64_t>(sm_count(device_))));
   const cudaStream_t stream = use_device(device_);
   const bool gated = in.up_weight.defined();
@@ -236,6 +312,7 @@ void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOpt
     a.eps = options.norm_eps;
     a.activate = options.activate;
     a.activation = options.activation;
+    a.split = split;
     constexpr int kVector = 16 / sizeof(T);
     const bool vectors = width % kVector == 0 && aligned16(a.weight) && (!gated || aligned16(a.up_weight));
     for (int64_t first = 0; first < rows; first += kMaxRowsPerLaunch) {
