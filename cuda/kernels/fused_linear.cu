@@ -4,11 +4,11 @@
 // At batch 1 a product is a matrix-vector product: every weight is read once and used once, so
 // the kernel's whole job is to stream the weights at the memory's bandwidth, and to do in the same
 // launch what would otherwise be launches of their own (a decoding step is bound by how many
-// kernels it runs, docs/benchmarks.md). Each output belongs to one warp, or to a few when the
-// matrix has few outputs: their lanes read the output's row of weights in 16-byte loads, many in
-// flight at once, against the input rows staged in shared memory, and the sum goes through the
-// epilogue (bias, activation, a gated unit's second product, the residual) in one lane per input
-// row.
+// kernels it runs, docs/benchmarks.md). Each warp owns one output: its lanes read the output's row
+// of weights in 16-byte loads, many in flight at once, against the input rows staged in shared
+// memory, and the warp's sum goes through the epilogue (bias, activation, a gated unit's second
+// product, the residual) in one lane per input row. (Several warps sharing an output, so that a
+// matrix of few outputs has more warps in flight, measured no faster on the H200.)
 //
 // The input rows are staged once per block in shared memory and normed there (the statistics in
 // double, as the norm kernels compute them): every block reads the few input rows again, which
@@ -44,7 +44,6 @@ struct ProductArgs {
   int rows;
   int64_t in, outputs;
   int64_t stage;  // elements of each input row staged at a time, a multiple of the load width
-  int split;      // warps per output (1, 2 or kWarps)
   RowNorm norm;
   double eps;
   bool activate;
@@ -142,49 +141,46 @@ __device__ __forceinline__ void prefetch_row(const T* row, int64_t in) {
   for (int64_t l = threadIdx.x % 32; l < lines; l += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + l * kLine));
 }
 
-// A warp's share of one output's products over columns [lo, hi) of the staged part: batches of
-// kUnroll 16-byte loads per lane, all issued before any is used (the ones past hi predicated off),
-// so that a whole short row is in flight at once.
+// A warp's products of one output's row of weights with the staged part (len columns): batches of
+// kUnroll 16-byte loads per lane, all issued before any is used (the ones past len predicated
+// off), so that a whole short row is in flight at once.
 constexpr int kUnroll = 8;
 
 template <class T, int kRows, int kWidth, bool kGated>
-__device__ __forceinline__ void dot_slice(const T* w_row, const T* u_row, const T* staged, int64_t stage, int64_t lo,
-                                          int64_t hi, T (&acc)[kRows], T (&up)[kRows]) {
+__device__ __forceinline__ void dot_row(const T* w_row, const T* u_row, const T* staged, int64_t stage, int64_t len,
+                                        T (&acc)[kRows], T (&up)[kRows]) {
   constexpr int64_t kStep = 32 * kWidth;
   const int lane = threadIdx.x % 32;
-  for (int64_t base = lo + lane * kWidth; base < hi; base += kUnroll * kStep) {
+  for (int64_t base = lane * kWidth; base < len; base += kUnroll * kStep) {
     Pack<T, kWidth> w[kUnroll], u[kUnroll];
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int64_t c = base + k * kStep;
-      if (c >= hi) continue;
+      if (c >= len) continue;
       w[k] = load_weights<T, kWidth>(w_row + c);
       if constexpr (kGated) u[k] = load_weights<T, kWidth>(u_row + c);
     }
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int64_t c = base + k * kStep;
-      if (c >= hi) continue;
+      if (c >= len) continue;
       accumulate<T, kRows, kWidth>(acc, w[k], staged, stage, c);
       if constexpr (kGated) accumulate<T, kRows, kWidth>(up, u[k], staged, stage, c);
     }
   }
 }
 
-// Grid-stride over groups of outputs. a.split warps share one output, each taking a slice of every
-// staged part (for matrices of few outputs, whose warps would otherwise be too few to keep the
-// memory busy); their sums meet in shared memory and are added in slice order.
+// Grid-stride over groups of kWarps outputs; warp w of a block computes output group * kWarps + w
+// for every input row at once.
 template <class T, int kRows, int kWidth, bool kGated>
 __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs<T> a) {
   extern __shared__ __align__(16) unsigned char shared[];
   T* staged = reinterpret_cast<T*>(shared);
   __shared__ double mean[kRows], rstd[kRows];
-  __shared__ T partial[kWarps][2][kRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int per_block = kWarps / a.split, slice_index = warp % a.split;
   const bool normed = a.norm != RowNorm::None;
-  const int64_t first = blockIdx.x * per_block + warp / a.split;
-  if (first < a.outputs && slice_index == 0) {
+  const int64_t first = blockIdx.x * kWarps + warp;
+  if (first < a.outputs) {
     prefetch_row(a.weight + first * a.in, a.in);
     if constexpr (kGated) prefetch_row(a.up_weight + first * a.in, a.in);
   }
@@ -202,9 +198,9 @@ __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs
     row_statistics<T, kRows>(a, a.x, a.x_stride, mean, rstd);
   }
 
-  const int64_t groups = (a.outputs + per_block - 1) / per_block;
+  const int64_t groups = (a.outputs + kWarps - 1) / kWarps;
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
-    const int64_t j = group * per_block + warp / a.split;
+    const int64_t j = group * kWarps + warp;
     const bool active = j < a.outputs;
     const T* w_row = a.weight + (active ? j : 0) * a.in;
     const T* u_row = kGated ? a.up_weight + (active ? j : 0) * a.in : nullptr;
@@ -216,36 +212,15 @@ __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs
         stage_rows<T, kRows>(a, mean, rstd, start, len, normed, staged);
       }
       __syncthreads();
-      if (!active) continue;
-      const int64_t slice = (len + a.split * kWidth - 1) / (a.split * kWidth) * kWidth;
-      const int64_t lo = slice_index * slice, hi = lo + slice < len ? lo + slice : len;
-      dot_slice<T, kRows, kWidth, kGated>(w_row + start, u_row ? u_row + start : nullptr, staged, a.stage, lo, hi, acc,
-                                          up);
+      if (active)
+        dot_row<T, kRows, kWidth, kGated>(w_row + start, u_row ? u_row + start : nullptr, staged, a.stage, len, acc, up);
     }
+    if (!active) continue;
 #pragma unroll
     for (int n = 0; n < kRows; ++n) {
       acc[n] = warp_sum(acc[n]);
       if constexpr (kGated) up[n] = warp_sum(up[n]);
     }
-    if (a.split > 1) {
-      if (lane == 0) {
-#pragma unroll
-        for (int n = 0; n < kRows; ++n) {
-          partial[warp][0][n] = acc[n];
-          partial[warp][1][n] = up[n];
-        }
-      }
-      __syncthreads();
-#pragma unroll
-      for (int n = 0; n < kRows; ++n) {
-        acc[n] = up[n] = T(0);
-        for (int p = 0; p < a.split; ++p) {
-          acc[n] += partial[warp - slice_index + p][0][n];
-          up[n] += partial[warp - slice_index + p][1][n];
-        }
-      }
-    }
-    if (!active || slice_index != 0) continue;
 #pragma unroll
     for (int n = 0; n < kRows; ++n) {
       if (n >= a.rows || lane != n) continue;
@@ -290,9 +265,7 @@ void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOpt
                    &in.residual, &out});
   const int64_t rows = in.x.size(0), width = in.x.size(1), outputs = in.weight.size(0);
   if (rows == 0 || outputs == 0) return;
-  // Warps per output: enough warps in all to keep about 2048 rows of loads in flight.
-  const int split = outputs >= 2048 ? 1 : (outputs >= 1024 ? 2 : kWarps);
-  const int64_t groups = ceil_div(outputs, kWarps / split);
+  const int64_t groups = ceil_div(outputs, kWarps);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(groups, 8 * static_cast<int64_t>(sm_count(device_))));
   const cudaStream_t stream = use_device(device_);
   const bool gated = in.up_weight.defined();
@@ -312,7 +285,6 @@ void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOpt
     a.eps = options.norm_eps;
     a.activate = options.activate;
     a.activation = options.activation;
-    a.split = split;
     constexpr int kVector = 16 / sizeof(T);
     const bool vectors = width % kVector == 0 && aligned16(a.weight) && (!gated || aligned16(a.up_weight));
     for (int64_t first = 0; first < rows; first += kMaxRowsPerLaunch) {

@@ -2,7 +2,7 @@
 // norm and activation, gated and not, at awkward widths (1, odd ones that take the one-element
 // loads, ones a 16-byte load divides), 1 to 4 input rows (the kernel's two row counts), rows
 // long enough to be staged in parts, weights that start off a 16-byte boundary, and, through the
-// backend directly, more rows than one launch takes; one to four warps sharing an output.
+// backend directly, more rows than one launch takes; more outputs than the grid has warps.
 #include <string>
 #include <vector>
 
@@ -83,8 +83,8 @@ std::vector<Case> cases() {
       all.push_back({rows, in, out, RowNorm::RMS, true, GeluTanh, true, false, true});
       all.push_back({rows, in, out, RowNorm::None, true, Relu, true, true, true});
     }
-  // Enough outputs that two warps (1100) or one (2100) share an output instead of four.
-  for (int64_t out : {1100, 2100}) {
+  // 5000 outputs are more than the grid (8 blocks of 4 warps per SM) has warps: some take two.
+  for (int64_t out : {2100, 5000}) {
     all.push_back({1, 72, out, RowNorm::RMS, true, Silu, true, true, true});
     all.push_back({3, 130, out, RowNorm::Layer, false, GeluErf, false, false, true});
   }
