@@ -257,7 +257,13 @@ struct LinearStepResult {
   Tensor state;    // (B, H, dv, dk): S after the token
   Tensor key_max;  // (B, H, 1, 1) for the normalized exp map, else undefined
 };
-LinearStepResult linear_attention_step(const LinearStepInputs& in, const LinearStepOptions& options);
+// Where the new state goes: fresh tensors, or over in.state and in.key_max (when given) in place,
+// which a decoding loop wants: no allocation, and a captured CUDA graph needs no copy back
+// (train/decode_graph.cpp). In place, the given state and key max must be contiguous tensors of
+// exactly (B, H, dv, dk) and (B, H, 1, 1); every other handle to them sees the new values.
+enum class StateWrite { NewTensors, InPlace };
+LinearStepResult linear_attention_step(const LinearStepInputs& in, const LinearStepOptions& options,
+                                       StateWrite write = StateWrite::NewTensors);
 
 // A decoding step's matrix product with what surrounds it (tensor/backend_kernels.def:
 // fused_linear has the math): out = residual + act(norm(x) W^T + b) [* (norm(x) U^T + c)], x

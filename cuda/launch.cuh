@@ -141,17 +141,74 @@ StridedOffsets<N> strided_offsets(const Shape& shape, const std::array<const Sha
   return s;
 }
 
-// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in) and launches
-// it on `grid` blocks of `threads`; a failed launch is an Error naming op and the configuration.
+// Allows `bytes` of dynamic shared memory for `kernel` (above 48 KB needs opting in).
+template <class... KernelArgs>
+void allow_shared_bytes(void (*kernel)(KernelArgs...), size_t bytes, const char* op) {
+  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+                   op, bytes, " bytes of shared memory");
+}
+
+// Launches `kernel` on `grid` blocks of `threads` with `bytes` of dynamic shared memory; a failed
+// launch is an Error naming op and the configuration.
 template <class... KernelArgs, class... Args>
 void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, int threads, size_t bytes, cudaStream_t stream,
                    const char* op, Args&&... args) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  LINEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-                   op, bytes, " bytes of shared memory");
+  allow_shared_bytes(kernel, bytes, op);
   kernel<<<grid, threads, bytes, stream>>>(std::forward<Args>(args)...);
   LINEA_CUDA_LAUNCH_CHECK(op, grid.x, " x ", grid.y, " blocks of ", threads, " threads, ", bytes,
                           " bytes of shared memory");
+}
+
+// ---- Overlapped launches (programmatic dependent launch, sm_90 and newer).
+// A decoding step is a chain of small kernels, each waiting for the one before; between two of
+// them the GPU drains the first, then launches the second, which fetches its weights and stages
+// its inputs before it computes anything: a few microseconds per kernel in which the memory
+// system idles. A kernel launched with launch_overlapped may start while the kernel before it on
+// the stream still runs (once that kernel has called let_next_kernel_start(), or as its blocks
+// exit), and do what depends on no earlier kernel (ask L2 for its weights) before it calls
+// wait_for_prior_kernels(), which returns once every earlier kernel has finished and its writes
+// are visible. So a kernel launched this way must call wait_for_prior_kernels(), in every thread,
+// before it reads anything an earlier kernel wrote or writes anything an earlier kernel reads.
+// Captured into a CUDA graph the overlap becomes a programmatic edge and is replayed as such.
+// Where the device or the kernel's build lacks sm_90 (or LINEA_OVERLAP_LAUNCHES=0), this is
+// launch_kernel, and both device calls do nothing.
+__device__ __forceinline__ void wait_for_prior_kernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the next overlapped kernel start its blocks (they wait in wait_for_prior_kernels() until
+// this one has finished); called first thing, since what the next kernel does before it waits
+// only needs a free slot on some multiprocessor.
+__device__ __forceinline__ void let_next_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <class... KernelArgs, class... Args>
+void launch_overlapped(void (*kernel)(KernelArgs...), dim3 grid, int threads, size_t bytes, int device,
+                       cudaStream_t stream, const char* op, Args&&... args) {
+  if (!kernel_overlaps(reinterpret_cast<const void*>(kernel), device))
+    return launch_kernel(kernel, grid, threads, bytes, stream, op, std::forward<Args>(args)...);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  allow_shared_bytes(kernel, bytes, op);
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = bytes;
+  config.stream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  cudaGetLastError();
+  if (launched != cudaSuccess)
+    fail(op, "kernel launch failed: ", cudaGetErrorString(launched), " (", grid.x, " x ", grid.y, " blocks of ",
+         threads, " threads, ", bytes, " bytes of shared memory, overlapped)");
 }
 
 // Warp-level reductions (all 32 lanes take part; every lane gets the result). Sums in the

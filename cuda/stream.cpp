@@ -1,8 +1,12 @@
 // Streams and per-device facts, created once per device on first use and kept for the process.
 #include "cuda/stream.h"
 
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/check.h"
@@ -17,6 +21,7 @@ struct DeviceSlots {
   std::unique_ptr<std::once_flag[]> once;
   std::vector<cudaStream_t> streams;
   std::vector<int> sms;
+  std::vector<char> overlaps;  // programmatic dependent launch (launch_overlapped) allowed
 };
 
 // Sized once from the device count (which cannot change while the process runs). Never
@@ -28,6 +33,7 @@ DeviceSlots& slots() {
     d->once = std::make_unique<std::once_flag[]>(d->count > 0 ? d->count : 1);
     d->streams.assign(d->count, nullptr);
     d->sms.assign(d->count, 0);
+    d->overlaps.assign(d->count, 0);
     return d;
   }();
   return *s;
@@ -53,6 +59,12 @@ void init_device(int device) {
     LINEA_CUDA_CHECK(cudaStreamCreate(&stream), "cuda", "device ", device);
     int sms = 0;
     LINEA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cuda");
+    int major = 0;
+    LINEA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cuda");
+    // Programmatic dependent launch needs sm_90; LINEA_OVERLAP_LAUNCHES=0 turns it off, to measure
+    // what it gives or to rule it out when a result looks wrong.
+    const char* env = std::getenv("LINEA_OVERLAP_LAUNCHES");
+    s.overlaps[device] = major >= 9 && !(env != nullptr && std::string(env) == "0");
     s.streams[device] = stream;
     s.sms[device] = sms;
     LINEA_CUDA_CHECK(cudaSetDevice(previous), "cuda");
@@ -71,6 +83,27 @@ int sm_count(int device) {
   check_device(device);
   init_device(device);
   return slots().sms[device];
+}
+
+bool overlaps_launches(int device) {
+  check_device(device);
+  init_device(device);
+  return slots().overlaps[device] != 0;
+}
+
+bool kernel_overlaps(const void* kernel, int device) {
+  if (!overlaps_launches(device)) return false;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, bool> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto [at, inserted] = known.try_emplace({kernel, device}, false);
+  if (inserted) {
+    // The attributes are those of the current device's code; use_device() made it `device`.
+    cudaFuncAttributes attributes{};
+    at->second = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90;
+    cudaGetLastError();
+  }
+  return at->second;
 }
 
 cudaStream_t use_device(int device) {

@@ -16,4 +16,12 @@ cudaStream_t use_device(int device);
 // Multiprocessors on `device` (cached), for sizing grids.
 int sm_count(int device);
 
+// Whether kernels on `device` may be launched to overlap the one before them (cuda/launch.cuh:
+// launch_overlapped): sm_90 and newer, unless LINEA_OVERLAP_LAUNCHES=0.
+bool overlaps_launches(int device);
+// Whether `kernel` may be launched so on `device`: the device overlaps launches and the kernel's
+// code for it is sm_90 or newer, so that it executes wait_for_prior_kernels() (cuda/launch.cuh).
+// Cached per kernel and device.
+bool kernel_overlaps(const void* kernel, int device);
+
 }  // namespace linea::cuda

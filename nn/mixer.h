@@ -30,7 +30,8 @@ struct DecodeState {
   // Where the tensors this state carries live, by name, each with the batch as its first dim
   // (undefined where the state holds nothing yet). Generic code works through them: the default
   // stack_states concatenates them row by row, tests compare two states member by member, a
-  // benchmark counts their bytes.
+  // benchmark counts their bytes. A step may write them in place (softmax attention's KV cache,
+  // linear attention's fused step): a copy of a handle sees the new values; clone() to keep one.
   virtual std::vector<std::pair<std::string, Tensor*>> members() { return {}; }
   // The same tensors, to read.
   std::vector<std::pair<std::string, Tensor>> tensors() const;

@@ -51,7 +51,8 @@ void check_inference_only(const LinearStepInputs& in) {
 
 }  // namespace
 
-LinearStepResult linear_attention_step(const LinearStepInputs& given, const LinearStepOptions& options) {
+LinearStepResult linear_attention_step(const LinearStepInputs& given, const LinearStepOptions& options,
+                                       StateWrite write) {
   check_defined(given.q, kOp);
   check_floating(given.q, kOp);
   LINEA_CHECK(given.q.dim() == 3 && given.q.numel() > 0, kOp, "q must be (B, H, dk) and non-empty, got ",
@@ -95,9 +96,22 @@ LinearStepResult linear_attention_step(const LinearStepInputs& given, const Line
 
   const DType dtype = given.q.dtype();
   const Device device = given.q.device();
-  LinearStepResult result{.out = empty({B, H, dv}, dtype, device), .state = empty({B, H, dv, dk}, dtype, device),
+  const bool in_place = write == StateWrite::InPlace;
+  if (in_place) {
+    // exact() copied them only if they were not contiguous: then there is nothing to write over.
+    LINEA_CHECK(in.state.raw_data() == given.state.raw_data() && !given.state.requires_grad(), kOp,
+                "updates the state in place only in a contiguous tensor that does not require grad, got ",
+                given.state.describe());
+    LINEA_CHECK(!given.key_max.defined() ||
+                    (in.key_max.raw_data() == given.key_max.raw_data() && !given.key_max.requires_grad()),
+                kOp, "updates the key max in place only in a contiguous tensor that does not require grad, got ",
+                given.key_max.describe());
+  }
+  LinearStepResult result{.out = empty({B, H, dv}, dtype, device),
+                          .state = in_place ? given.state : empty({B, H, dv, dk}, dtype, device),
                           .key_max = Tensor()};
-  if (normalized_exp) result.key_max = empty({B, H, 1, 1}, dtype, device);
+  if (normalized_exp)
+    result.key_max = in_place && given.key_max.defined() ? given.key_max : empty({B, H, 1, 1}, dtype, device);
   backend_for(given.q).linear_attention_step(in, options, result.out, result.state, result.key_max);
   return result;
 }

@@ -74,6 +74,8 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
   T* warp_sum_of = warp_max + kWarps;
   T* warp_acc = warp_sum_of + kWarps;  // (kWarps, dh)
 
+  let_next_kernel_start();
+  wait_for_prior_kernels();  // launched overlapped (cuda/launch.cuh): q, k, v are an earlier kernel's
   const int64_t row = blockIdx.x, b = row / a.heads, h = row % a.heads, kv = h / a.group;
   const int split = static_cast<int>(blockIdx.y);
   const int64_t p = a.positions[b] > 0 ? a.positions[b] : 0;
@@ -207,6 +209,8 @@ __global__ void __launch_bounds__(kMergeThreads) cached_merge_kernel(CachedArgs<
   const T* mx = a.part_max + row * a.splits;
   const T* sums = a.part_sum + row * a.splits;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  let_next_kernel_start();
+  wait_for_prior_kernels();  // launched overlapped: the split kernel's partials
   if (t == 0) poisoned = 0;
   T local = -INFINITY;
   bool nan_seen = false;
@@ -298,12 +302,13 @@ void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const 
     a.scale = static_cast<T>(scale);
     const size_t bytes = sizeof(T) * (2 * dh + kWarps * dh + 2 * kWarps);
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
-    if (dh <= 64) launch_kernel(cached_split_kernel<T, 2>, grid, kSplitThreads, bytes, stream, op, a);
-    else if (dh <= 128) launch_kernel(cached_split_kernel<T, 4>, grid, kSplitThreads, bytes, stream, op, a);
-    else launch_kernel(cached_split_kernel<T, 8>, grid, kSplitThreads, bytes, stream, op, a);
+    auto split_kernel = dh <= 64    ? cached_split_kernel<T, 2>
+                        : dh <= 128 ? cached_split_kernel<T, 4>
+                                    : cached_split_kernel<T, 8>;
+    launch_overlapped(split_kernel, grid, kSplitThreads, bytes, device_, stream, op, a);
     const size_t merge_bytes = sizeof(T) * (splits + kMergeThreads);  // weights, and groups x dh <= 256 partials
-    launch_kernel(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), kMergeThreads, merge_bytes, stream, op, a,
-                  out.data<T>(), positions.data<int64_t>());
+    launch_overlapped(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), kMergeThreads, merge_bytes, device_,
+                      stream, op, a, out.data<T>(), positions.data<int64_t>());
   });
 }
 

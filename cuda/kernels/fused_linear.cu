@@ -180,10 +180,13 @@ __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool normed = a.norm != RowNorm::None;
   const int64_t first = blockIdx.x * kWarps + warp;
+  let_next_kernel_start();
+  // The weights are no earlier kernel's output, so L2 may fetch them while that kernel still runs.
   if (first < a.outputs) {
     prefetch_row(a.weight + first * a.in, a.in);
     if constexpr (kGated) prefetch_row(a.up_weight + first * a.in, a.in);
   }
+  wait_for_prior_kernels();  // x and the residual are
   // The whole rows fit: stage them once for every group, and take the statistics from there.
   const bool staged_once = a.stage >= a.in;
   if (staged_once) {
@@ -233,24 +236,31 @@ __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs
   }
 }
 
+// Where the kernels go: the grid, the device and its stream.
+struct Placement {
+  unsigned blocks;
+  int device;
+  cudaStream_t stream;
+};
+
 template <class T, int kRows, int kWidth>
-void launch_rows(const ProductArgs<T>& a, bool gated, unsigned blocks, cudaStream_t stream) {
+void launch_rows(const ProductArgs<T>& a, bool gated, const Placement& at) {
   const size_t bytes = static_cast<size_t>(kRows * a.stage) * sizeof(T);
   if (gated)
-    launch_kernel(fused_linear_kernel<T, kRows, kWidth, true>, dim3(blocks), kBlockThreads, bytes, stream,
-                  "fused_linear", a);
+    launch_overlapped(fused_linear_kernel<T, kRows, kWidth, true>, dim3(at.blocks), kBlockThreads, bytes, at.device,
+                      at.stream, "fused_linear", a);
   else
-    launch_kernel(fused_linear_kernel<T, kRows, kWidth, false>, dim3(blocks), kBlockThreads, bytes, stream,
-                  "fused_linear", a);
+    launch_overlapped(fused_linear_kernel<T, kRows, kWidth, false>, dim3(at.blocks), kBlockThreads, bytes, at.device,
+                      at.stream, "fused_linear", a);
 }
 
 // Up to kMaxRowsPerLaunch rows: the smallest kernel that holds them.
 template <class T, int kWidth>
-void launch(ProductArgs<T> a, bool gated, unsigned blocks, cudaStream_t stream) {
+void launch(ProductArgs<T> a, bool gated, const Placement& at) {
   const int64_t max_rows = a.rows <= 1 ? 1 : kMaxRowsPerLaunch;
   a.stage = std::min<int64_t>(a.in, kStageBytes / (max_rows * static_cast<int64_t>(sizeof(T))) / kWidth * kWidth);
-  if (max_rows == 1) launch_rows<T, 1, kWidth>(a, gated, blocks, stream);
-  else launch_rows<T, kMaxRowsPerLaunch, kWidth>(a, gated, blocks, stream);
+  if (max_rows == 1) launch_rows<T, 1, kWidth>(a, gated, at);
+  else launch_rows<T, kMaxRowsPerLaunch, kWidth>(a, gated, at);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -266,8 +276,8 @@ void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOpt
   const int64_t rows = in.x.size(0), width = in.x.size(1), outputs = in.weight.size(0);
   if (rows == 0 || outputs == 0) return;
   const int64_t groups = ceil_div(outputs, kWarps);
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(groups, 8 * static_cast<int64_t>(sm_count(device_))));
-  const cudaStream_t stream = use_device(device_);
+  const Placement at{static_cast<unsigned>(std::min<int64_t>(groups, 8 * static_cast<int64_t>(sm_count(device_)))),
+                     device_, use_device(device_)};
   const bool gated = in.up_weight.defined();
   dispatch_floating(in.x.dtype(), op, [&]<class T>() {
     ProductArgs<T> a{};
@@ -292,8 +302,8 @@ void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOpt
       a.x = in.x.data<T>() + first * a.x_stride;
       a.residual = in.residual.defined() ? in.residual.data<T>() + first * a.residual_stride : nullptr;
       a.out = out.data<T>() + first * outputs;
-      if (vectors) launch<T, kVector>(a, gated, blocks, stream);
-      else launch<T, 1>(a, gated, blocks, stream);
+      if (vectors) launch<T, kVector>(a, gated, at);
+      else launch<T, 1>(a, gated, at);
     }
   });
 }

@@ -97,6 +97,8 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   T* o = v + a.dv;
   T* scratch = o + a.dv;
 
+  let_next_kernel_start();
+  wait_for_prior_kernels();  // launched overlapped (cuda/launch.cuh): every input is an earlier kernel's
   const int64_t task = blockIdx.x, b = task / a.heads, h = task % a.heads;
   const T* qr = a.q.row(b, h);
   const T* kr = a.k.row(b, h);
@@ -117,7 +119,6 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
       if (!scalar::takes_over(row_max, previous)) k_shift = previous;
       lambda = previous - k_shift;
     }
-    if (threadIdx.x == 0) a.new_key_max[task] = k_shift;
   }
   const bool refined = a.gate_a.present();
   for (int64_t c = threadIdx.x; c < a.dk; c += kStepThreads) {
@@ -137,11 +138,14 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
     v[j] = vr[j];
   }
   __syncthreads();
+  // After the barrier: every thread has read key_max, which new_key_max may be (in place).
+  if (a.normalized_exp && threadIdx.x == 0) a.new_key_max[task] = k_shift;
 
   // 2. The state, a warp per row.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const T* __restrict__ s_in = a.state + task * a.dv * a.dk;
-  T* __restrict__ s_out = a.new_state + task * a.dv * a.dk;
+  // Not __restrict__: the update may be in place; each element is read, then written, by one thread.
+  const T* s_in = a.state + task * a.dv * a.dk;
+  T* s_out = a.new_state + task * a.dv * a.dk;
   for (int64_t first = warp; first < a.dv; first += kWarps * kRowsAtOnce) {
     T dots[kRowsAtOnce] = {};
     for (int64_t c = lane; c < a.dk; c += 32) {
@@ -221,7 +225,8 @@ void CudaBackend::linear_attention_step(const LinearStepInputs& in, const Linear
     const int64_t tasks = in.q.size(0) * in.q.size(1);
     LINEA_CHECK(tasks <= INT32_MAX, op, "too many (batch, head) pairs: ", tasks);
     const size_t bytes = sizeof(T) * (3 * a.dk + 3 * a.dv + kWarps);
-    launch_kernel(linear_step_kernel<T>, dim3(static_cast<unsigned>(tasks)), kStepThreads, bytes, stream, op, a);
+    launch_overlapped(linear_step_kernel<T>, dim3(static_cast<unsigned>(tasks)), kStepThreads, bytes, device_, stream,
+                      op, a);
   });
 }
 

@@ -236,7 +236,11 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s, con
       .gate_normalizer = sigmoid ? sigmoid->normalizer : 1.0,
       .output_norm = norm_ != nullptr,
       .norm_eps = config_.output_norm_eps};
-  const LinearStepResult r = linear_attention_step(in, options);
+  // The state is the layer's own (prefill() and init_state() made it): updated in place, so that a
+  // step allocates nothing for it and a captured step needs no copy back (train/decode_graph.h).
+  const bool in_place = s.state.is_contiguous() && (!s.key_max.defined() || s.key_max.is_contiguous());
+  const LinearStepResult r =
+      linear_attention_step(in, options, in_place ? StateWrite::InPlace : StateWrite::NewTensors);
   s.state = r.state;
   if (r.key_max.defined()) s.key_max = r.key_max;
   ++s.position;

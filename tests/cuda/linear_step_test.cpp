@@ -108,6 +108,29 @@ TEST(LinearStepCuda, OpMatchesTheCpuAtAwkwardSizesWithEveryOption) {
       }
 }
 
+TEST(LinearStepCuda, InPlaceMatchesTheCpuAndWritesOverTheGivenState) {
+  // The kernel reads every element of the state and the key max before it writes it.
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Case regla{StepFeatureMap::NormalizedExp, true, false, false, false, false, true, true};
+  const Case gla{StepFeatureMap::Identity, false, false, false, false, false, true, false, true, false, 16.0};
+  Generator gen(79);
+  for (const Sizes& s : {Sizes{3, 5, 48, 100}, Sizes{1, 8, 64, 64}, Sizes{2, 2, 300, 17}})
+    for (const Case& c : {regla, gla})
+      for (DType dtype : {kFloat64, kFloat32}) {
+        const LinearStepInputs in = inputs_for(s, c, gen);
+        const LinearStepOptions options{.map = c.map, .scale = 0.3, .gate_floor = -4.0,
+                                        .gate_normalizer = c.normalizer, .output_norm = c.norm};
+        NoGradGuard no_grad;
+        const LinearStepResult cpu = linear_attention_step(moved(in, dtype, kCPU), options);
+        const LinearStepInputs on_device = moved(in, dtype, gpu());
+        const LinearStepResult r = linear_attention_step(on_device, options, StateWrite::InPlace);
+        EXPECT_EQ(r.state.raw_data(), on_device.state.raw_data());
+        if (c.key_max) EXPECT_EQ(r.key_max.raw_data(), on_device.key_max.raw_data());
+        EXPECT_TRUE(results_match(r, cpu)) << "B=" << s.B << " H=" << s.H << " dk=" << s.dk << " dv=" << s.dv << " "
+                                           << dtype_name(dtype);
+      }
+}
+
 TEST(LinearStepCuda, NanInputsGiveNanAsOnTheCpu) {
   LINEA_SKIP_WITHOUT_CUDA();
   Generator gen(73);

@@ -181,6 +181,61 @@ TEST(LinearStep, OpMatchesItsContractOnStridedInputs) {
   EXPECT_TRUE(all_close(r.key_max, view(m, {2, 3, 1, 1}), 0, 0));
 }
 
+TEST(LinearStep, InPlaceWritesTheSameValuesOverTheGivenState) {
+  Generator gen(29);
+  const LinearStepOptions regla{.map = StepFeatureMap::NormalizedExp, .scale = 0.4, .output_norm = true};
+  NoGradGuard no_grad;
+  for (bool first_token : {false, true}) {
+    LinearStepInputs in = valid_inputs(gen);
+    if (first_token) in.key_max = Tensor();  // none yet: a new one is made
+    const Tensor state_before = clone(in.state), key_max_before = in.key_max.defined() ? clone(in.key_max) : Tensor();
+    LinearStepInputs fresh = in;
+    fresh.state = state_before;
+    fresh.key_max = key_max_before;
+    const LinearStepResult expected = linear_attention_step(fresh, regla);
+    const LinearStepResult r = linear_attention_step(in, regla, StateWrite::InPlace);
+    EXPECT_EQ(r.state.raw_data(), in.state.raw_data());
+    EXPECT_TRUE(all_close(in.state, expected.state, 0, 0)) << "the given state holds the new one";
+    EXPECT_TRUE(all_close(r.out, expected.out, 0, 0));
+    EXPECT_TRUE(all_close(r.key_max, expected.key_max, 0, 0));
+    if (!first_token) EXPECT_EQ(r.key_max.raw_data(), in.key_max.raw_data());
+    EXPECT_FALSE(all_close(in.state, state_before, 1e-3, 1e-3)) << "the step changed the state";
+  }
+}
+
+TEST(LinearStep, InPlaceRefusesAStateItCannotWriteOver) {
+  Generator gen(31);
+  const LinearStepOptions regla{.map = StepFeatureMap::NormalizedExp, .output_norm = true};
+  NoGradGuard no_grad;
+  {
+    LinearStepInputs in = valid_inputs(gen);
+    in.state = transpose(randn({2, 3, 4, 5}, kFloat64, &gen), 2, 3);  // (2, 3, 5, 4), not contiguous
+    EXPECT_LINEA_ERROR(linear_attention_step(in, regla, StateWrite::InPlace), "linear_attention_step",
+                       "updates the state in place only in a contiguous tensor");
+  }
+  {
+    LinearStepInputs in = valid_inputs(gen);
+    in.key_max = narrow(randn({2, 3, 1, 2}, kFloat64, &gen), 3, 1, 1);  // every other element
+    EXPECT_LINEA_ERROR(linear_attention_step(in, regla, StateWrite::InPlace),
+                       "updates the key max in place only in a contiguous tensor");
+  }
+}
+
+TEST(LinearStep, TheLayersFusedStepKeepsItsStateInOnePlace) {
+  // Decoding allocates nothing for the state, and a captured step needs no copy back.
+  for (const auto& [name, config] : fused_step_configs(kD, kHeads, kHeadDim, kKeyDim)) {
+    Pair p = make_pair(config, kFloat64, 37);
+    Generator data(11);
+    const Tensor x = randn({2, 4, kD}, kFloat64, &data);
+    auto state = p.fused->init_state(2);
+    auto& s = dynamic_cast<LinearAttentionState&>(*state);
+    const void* where = s.state.raw_data();
+    NoGradGuard no_grad;
+    for (int64_t t = 0; t < x.size(1); ++t) p.fused->step(select(x, 1, t), *state);
+    EXPECT_EQ(s.state.raw_data(), where) << name;
+  }
+}
+
 TEST(LinearStep, BadInputsAreNamedErrors) {
   Generator gen(21);
   const LinearStepOptions regla{.map = StepFeatureMap::NormalizedExp, .output_norm = true};
