@@ -13,8 +13,9 @@
 // The input rows are staged once per block in shared memory and normed there (the statistics in
 // double, as the norm kernels compute them): every block reads the few input rows again, which
 // costs far less than a separate norm kernel. Rows too long for the shared memory are staged in
-// parts, normed on the way from statistics read from global memory. While a block stages its
-// input, the L2 cache is already fetching its weights. Up to 4 input rows go through one launch
+// parts, normed on the way from statistics read from global memory. The kernel is launched to
+// overlap the one before it (cuda/launch.cuh): its warps load their first weights, and L2 fetches
+// more, while that kernel still runs. Up to 4 input rows go through one launch
 // (more take several; the op gives more than that to cuBLAS, which reads the weights once for
 // all rows).
 // Every sum is combined in a fixed order: the same input gives the same bits on every run.
@@ -132,61 +133,97 @@ __device__ void norm_staged(const ProductArgs<T>& a, const double (&mean)[kRows]
       staged[n * a.stage + c] = normed_value(staged[n * a.stage + c], mean[n], rstd[n], a.norm_weight, a.norm_bias, c);
 }
 
-// Asks the L2 cache for the first bytes of a row of weights, so that its loads are on their way
-// while the block stages its input.
-template <class T>
-__device__ __forceinline__ void prefetch_row(const T* row, int64_t in) {
-  constexpr int64_t kLine = 128 / sizeof(T);
-  const int64_t lines = std::min<int64_t>((in + kLine - 1) / kLine, 64);
-  for (int64_t l = threadIdx.x % 32; l < lines; l += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + l * kLine));
-}
-
-// A warp's products of one output's row of weights with the staged part (len columns): batches of
-// kUnroll 16-byte loads per lane, all issued before any is used (the ones past len predicated
-// off), so that a whole short row is in flight at once.
+// A warp's products of one output's row of weights with the staged part (len columns) go in
+// batches of kUnroll 16-byte loads per lane, all issued before any is used (the ones past len
+// predicated off), so that a whole short row is in flight at once.
 constexpr int kUnroll = 8;
 
-template <class T, int kRows, int kWidth, bool kGated>
-__device__ __forceinline__ void dot_row(const T* w_row, const T* u_row, const T* staged, int64_t stage, int64_t len,
-                                        T (&acc)[kRows], T (&up)[kRows]) {
-  constexpr int64_t kStep = 32 * kWidth;
-  const int lane = threadIdx.x % 32;
-  for (int64_t base = lane * kWidth; base < len; base += kUnroll * kStep) {
-    Pack<T, kWidth> w[kUnroll], u[kUnroll];
+template <int kWidth>
+constexpr int64_t kBatchColumns = kUnroll * 32 * kWidth;  // the columns of one batch
+
+template <class T, int kWidth, bool kGated>
+struct WeightBatch {
+  Pack<T, kWidth> w[kUnroll], u[kUnroll];  // u: a gated unit's second row
+};
+
+// The batch whose lane-0 column is `base` - lane * kWidth (each lane loads its own columns).
+template <class T, int kWidth, bool kGated>
+__device__ __forceinline__ void load_batch(WeightBatch<T, kWidth, kGated>& b, const T* w_row, const T* u_row,
+                                           int64_t base, int64_t len) {
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t c = base + k * kStep;
-      if (c >= len) continue;
-      w[k] = load_weights<T, kWidth>(w_row + c);
-      if constexpr (kGated) u[k] = load_weights<T, kWidth>(u_row + c);
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t c = base + k * kStep;
-      if (c >= len) continue;
-      accumulate<T, kRows, kWidth>(acc, w[k], staged, stage, c);
-      if constexpr (kGated) accumulate<T, kRows, kWidth>(up, u[k], staged, stage, c);
-    }
+  for (int k = 0; k < kUnroll; ++k) {
+    const int64_t c = base + k * 32 * kWidth;
+    if (c >= len) continue;
+    b.w[k] = load_weights<T, kWidth>(w_row + c);
+    if constexpr (kGated) b.u[k] = load_weights<T, kWidth>(u_row + c);
   }
 }
 
+template <class T, int kRows, int kWidth, bool kGated>
+__device__ __forceinline__ void use_batch(const WeightBatch<T, kWidth, kGated>& b, const T* staged, int64_t stage,
+                                          int64_t base, int64_t len, T (&acc)[kRows], T (&up)[kRows]) {
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    const int64_t c = base + k * 32 * kWidth;
+    if (c >= len) continue;
+    accumulate<T, kRows, kWidth>(acc, b.w[k], staged, stage, c);
+    if constexpr (kGated) accumulate<T, kRows, kWidth>(up, b.u[k], staged, stage, c);
+  }
+}
+
+// The products with the part's columns; `first`, when `preloaded`, is its first batch, loaded
+// before the kernel waited for its input (fused_linear_kernel).
+template <class T, int kRows, int kWidth, bool kGated>
+__device__ __forceinline__ void dot_row(const T* w_row, const T* u_row, const T* staged, int64_t stage, int64_t len,
+                                        const WeightBatch<T, kWidth, kGated>& first, bool preloaded, T (&acc)[kRows],
+                                        T (&up)[kRows]) {
+  const int64_t lane_column = (threadIdx.x % 32) * kWidth;
+  int64_t base = lane_column;
+  if (preloaded) {
+    use_batch<T, kRows, kWidth, kGated>(first, staged, stage, base, len, acc, up);
+    base += kBatchColumns<kWidth>;
+  }
+  for (; base < len; base += kBatchColumns<kWidth>) {
+    WeightBatch<T, kWidth, kGated> b;
+    load_batch<T, kWidth, kGated>(b, w_row, u_row, base, len);
+    use_batch<T, kRows, kWidth, kGated>(b, staged, stage, base, len, acc, up);
+  }
+}
+
+// Asks the L2 cache for the bytes of a row of weights from column `from` on (at most 8 KB), so
+// that its loads are on their way while the block waits and stages its input.
+template <class T>
+__device__ __forceinline__ void prefetch_row(const T* row, int64_t from, int64_t in) {
+  constexpr int64_t kLine = 128 / sizeof(T);
+  const int64_t lines = std::min<int64_t>((in - from + kLine - 1) / kLine, 64);
+  for (int64_t l = threadIdx.x % 32; l < lines; l += 32)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(row + from + l * kLine));
+}
+
 // Grid-stride over groups of kWarps outputs; warp w of a block computes output group * kWarps + w
-// for every input row at once.
+// for every input row at once. Launched overlapped (cuda/launch.cuh): the weights are no earlier
+// kernel's output, so each warp loads the first batch of its first row, and asks L2 for more,
+// while the kernel before it still runs; then it waits, and stages the input rows.
 template <class T, int kRows, int kWidth, bool kGated>
 __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs<T> a) {
   extern __shared__ __align__(16) unsigned char shared[];
   T* staged = reinterpret_cast<T*>(shared);
   __shared__ double mean[kRows], rstd[kRows];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   const bool normed = a.norm != RowNorm::None;
-  const int64_t first = blockIdx.x * kWarps + warp;
   let_next_kernel_start();
-  // The weights are no earlier kernel's output, so L2 may fetch them while that kernel still runs.
-  if (first < a.outputs) {
-    prefetch_row(a.weight + first * a.in, a.in);
-    if constexpr (kGated) prefetch_row(a.up_weight + first * a.in, a.in);
+  const int64_t first = blockIdx.x * kWarps + warp;
+  const bool preloaded = first < a.outputs;
+  WeightBatch<T, kWidth, kGated> batch;
+  if (preloaded) {
+    const T* w_row = a.weight + first * a.in;
+    const T* u_row = kGated ? a.up_weight + first * a.in : nullptr;
+    load_batch<T, kWidth, kGated>(batch, w_row, u_row, (threadIdx.x % 32) * kWidth, std::min(a.in, a.stage));
+    const int64_t rest = a.in < kBatchColumns<kWidth> ? a.in : kBatchColumns<kWidth>;  // (by value: no ODR use)
+    prefetch_row(w_row, rest, a.in);
+    if constexpr (kGated) prefetch_row(u_row, rest, a.in);
   }
-  wait_for_prior_kernels();  // x and the residual are
+  wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
   // The whole rows fit: stage them once for every group, and take the statistics from there.
   const bool staged_once = a.stage >= a.in;
   if (staged_once) {
@@ -216,9 +253,11 @@ __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs
       }
       __syncthreads();
       if (active)
-        dot_row<T, kRows, kWidth, kGated>(w_row + start, u_row ? u_row + start : nullptr, staged, a.stage, len, acc, up);
+        dot_row<T, kRows, kWidth, kGated>(w_row + start, u_row ? u_row + start : nullptr, staged, a.stage, len, batch,
+                                          group == blockIdx.x && start == 0, acc, up);
     }
     if (!active) continue;
+    const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int n = 0; n < kRows; ++n) {
       acc[n] = warp_sum(acc[n]);
