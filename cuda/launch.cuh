@@ -165,24 +165,18 @@ void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, int threads, size_t
 // them the GPU drains the first, then launches the second, which fetches its weights and stages
 // its inputs before it computes anything: a few microseconds per kernel in which the memory
 // system idles. A kernel launched with launch_overlapped may start while the kernel before it on
-// the stream still runs (once that kernel has called let_next_kernel_start(), or as its blocks
-// exit), and do what depends on no earlier kernel (ask L2 for its weights) before it calls
-// wait_for_prior_kernels(), which returns once every earlier kernel has finished and its writes
-// are visible. So a kernel launched this way must call wait_for_prior_kernels(), in every thread,
-// before it reads anything an earlier kernel wrote or writes anything an earlier kernel reads.
-// Captured into a CUDA graph the overlap becomes a programmatic edge and is replayed as such.
-// Where the device or the kernel's build lacks sm_90 (or LINEA_OVERLAP_LAUNCHES=0), this is
-// launch_kernel, and both device calls do nothing.
+// the stream still runs, and do what needs no earlier kernel's output (load its weights) before
+// it calls wait_for_prior_kernels(), which returns once every earlier kernel has finished and
+// its writes are visible. So a kernel launched this way must call wait_for_prior_kernels(), in
+// every thread, before it reads anything an earlier kernel wrote or writes anything an earlier
+// kernel reads. The same call lets the next overlapped kernel start; since that happens only
+// after the wait, the part of a kernel before its wait runs after every kernel but the one just
+// before it has finished. Captured into a CUDA graph the overlap becomes a programmatic edge, and
+// replays keep it. Where the device or the kernel's build lacks sm_90 (or with
+// LINEA_OVERLAP_LAUNCHES=0), launch_overlapped is launch_kernel and the call does nothing.
 __device__ __forceinline__ void wait_for_prior_kernels() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-// Lets the next overlapped kernel start its blocks (they wait in wait_for_prior_kernels() until
-// this one has finished); called first thing, since what the next kernel does before it waits
-// only needs a free slot on some multiprocessor.
-__device__ __forceinline__ void let_next_kernel_start() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }

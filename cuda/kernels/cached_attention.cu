@@ -74,10 +74,24 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
   T* warp_sum_of = warp_max + kWarps;
   T* warp_acc = warp_sum_of + kWarps;  // (kWarps, dh)
 
-  let_next_kernel_start();
-  wait_for_prior_kernels();  // launched overlapped (cuda/launch.cuh): q, k, v are an earlier kernel's
   const int64_t row = blockIdx.x, b = row / a.heads, h = row % a.heads, kv = h / a.group;
   const int split = static_cast<int>(blockIdx.y);
+  // Launched overlapped (cuda/launch.cuh): while the kernel before this one runs, L2 fetches the
+  // split's columns of the cache, seen or not (the positions are read after the wait; a prefetch
+  // only moves bytes into L2, where any later write lands too), once per K/V head. q, k, v and
+  // the positions are earlier kernels' outputs.
+  if (h % a.group == 0) {
+    const int64_t from = split * a.per_split, left = a.columns - from;  // left < 0: a split past the end
+    const int64_t start = (b * (a.heads / a.group) + kv) * a.columns + from;
+    const int64_t bytes = (left < a.per_split ? left : a.per_split) * a.dh * static_cast<int64_t>(sizeof(T));
+    const char* keys = reinterpret_cast<const char*>(a.cache_k + start * a.dh);
+    const char* values = reinterpret_cast<const char*>(a.cache_v + start * a.dh);
+    for (int64_t at = threadIdx.x * 128; at < bytes; at += kSplitThreads * 128) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(keys + at));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(values + at));
+    }
+  }
+  wait_for_prior_kernels();
   const int64_t p = a.positions[b] > 0 ? a.positions[b] : 0;
   const int64_t seen = p + 1 < a.columns ? p + 1 : a.columns, column_new = p % a.columns;
   const int64_t first = split * a.per_split;
@@ -209,7 +223,6 @@ __global__ void __launch_bounds__(kMergeThreads) cached_merge_kernel(CachedArgs<
   const T* mx = a.part_max + row * a.splits;
   const T* sums = a.part_sum + row * a.splits;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  let_next_kernel_start();
   wait_for_prior_kernels();  // launched overlapped: the split kernel's partials
   if (t == 0) poisoned = 0;
   T local = -INFINITY;

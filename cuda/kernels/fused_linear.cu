@@ -211,7 +211,6 @@ __global__ void __launch_bounds__(kBlockThreads) fused_linear_kernel(ProductArgs
   __shared__ double mean[kRows], rstd[kRows];
   const int warp = threadIdx.x / 32;
   const bool normed = a.norm != RowNorm::None;
-  let_next_kernel_start();
   const int64_t first = blockIdx.x * kWarps + warp;
   const bool preloaded = first < a.outputs;
   WeightBatch<T, kWidth, kGated> batch;

@@ -15,6 +15,9 @@
 //      an H200 at dk = dv = 64 with 8 warps), and sums each row's read-out by a warp butterfly;
 //   3. normalizes o by the RMS of its dv entries (a block sum in warp order) and writes it.
 // Every reduction combines in a fixed order: the same input gives the same bits on every run.
+// The new state may be written over the old (new_state == state, the layer's decoding loop): each
+// element is read, then written, by one thread, and the key max is written after a barrier that
+// follows every read of it.
 #include <cmath>
 
 #include "cuda/kernels/rows.cuh"
@@ -97,9 +100,14 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   T* o = v + a.dv;
   T* scratch = o + a.dv;
 
-  let_next_kernel_start();
-  wait_for_prior_kernels();  // launched overlapped (cuda/launch.cuh): every input is an earlier kernel's
   const int64_t task = blockIdx.x, b = task / a.heads, h = task % a.heads;
+  // Launched overlapped (cuda/launch.cuh): while the kernel before this one runs, L2 fetches the
+  // state, which this layer's step of the previous token wrote a whole step ago (a prefetch only
+  // moves bytes into L2, where any later write lands too). Every input is an earlier kernel's.
+  const char* state_bytes = reinterpret_cast<const char*>(a.state + task * a.dv * a.dk);
+  for (int64_t at = threadIdx.x * 128; at < a.dv * a.dk * static_cast<int64_t>(sizeof(T)); at += kStepThreads * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(state_bytes + at));
+  wait_for_prior_kernels();
   const T* qr = a.q.row(b, h);
   const T* kr = a.k.row(b, h);
 
