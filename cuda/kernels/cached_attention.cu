@@ -31,7 +31,6 @@ constexpr int kWarps = 4;
 constexpr int kSplitThreads = 32 * kWarps;
 constexpr int kMaxHeadDim = 256;
 constexpr int64_t kMinColumnsPerSplit = 64;
-constexpr int64_t kPrefetchBytes = 8 * 1024;  // of keys and of values per split, before the wait
 
 template <class T>
 struct CachedArgs {
@@ -77,26 +76,7 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
 
   const int64_t row = blockIdx.x, b = row / a.heads, h = row % a.heads, kv = h / a.group;
   const int split = static_cast<int>(blockIdx.y);
-  // Launched overlapped (cuda/launch.cuh): while the kernel before this one runs, L2 fetches the
-  // first columns of the split's share of the cache, seen or not (the positions are read after
-  // the wait; a prefetch only moves bytes into L2, where any later write lands too), once per K/V
-  // head. Only the first kPrefetchBytes: the warps' first loads then find them in L2, and their
-  // loads keep the rest in flight; a long cache prefetched whole (at batch 16 and 8k columns,
-  // 0.5 GB per layer) would be evicted before it is read and fetched twice (S at batch 16 and 8k:
-  // 14,600 -> 11,400 tokens/s on an H200). q, k, v and the positions are earlier kernels' outputs.
-  if (h % a.group == 0) {
-    const int64_t from = split * a.per_split, left = a.columns - from;  // left < 0: a split past the end
-    const int64_t start = (b * (a.heads / a.group) + kv) * a.columns + from;
-    const int64_t share = (left < a.per_split ? left : a.per_split) * a.dh * static_cast<int64_t>(sizeof(T));
-    const int64_t bytes = share < kPrefetchBytes ? share : kPrefetchBytes;
-    const char* keys = reinterpret_cast<const char*>(a.cache_k + start * a.dh);
-    const char* values = reinterpret_cast<const char*>(a.cache_v + start * a.dh);
-    for (int64_t at = threadIdx.x * 128; at < bytes; at += kSplitThreads * 128) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(keys + at));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(values + at));
-    }
-  }
-  wait_for_prior_kernels();
+  wait_for_prior_kernels();  // launched overlapped (cuda/launch.cuh): q, k, v are an earlier kernel's
   const int64_t p = a.positions[b] > 0 ? a.positions[b] : 0;
   const int64_t seen = p + 1 < a.columns ? p + 1 : a.columns, column_new = p % a.columns;
   const int64_t first = split * a.per_split;
