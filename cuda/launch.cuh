@@ -181,6 +181,10 @@ __device__ __forceinline__ void wait_for_prior_kernels() {
 #endif
 }
 
+// Asks L2 for the 128-byte line at p: what a kernel may do before its wait with bytes an earlier
+// kernel may still write (the line only moves into L2, where any later write lands too).
+__device__ __forceinline__ void prefetch_to_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 template <class... KernelArgs, class... Args>
 void launch_overlapped(void (*kernel)(KernelArgs...), dim3 grid, int threads, size_t bytes, int device,
                        cudaStream_t stream, const char* op, Args&&... args) {

@@ -197,7 +197,7 @@ __device__ __forceinline__ void prefetch_row(const T* row, int64_t from, int64_t
   constexpr int64_t kLine = 128 / sizeof(T);
   const int64_t lines = std::min<int64_t>((in - from + kLine - 1) / kLine, 64);
   for (int64_t l = threadIdx.x % 32; l < lines; l += 32)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(row + from + l * kLine));
+    prefetch_to_l2(row + from + l * kLine);
 }
 
 // Grid-stride over groups of kWarps outputs; warp w of a block computes output group * kWarps + w

@@ -102,11 +102,11 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
 
   const int64_t task = blockIdx.x, b = task / a.heads, h = task % a.heads;
   // Launched overlapped (cuda/launch.cuh): while the kernel before this one runs, L2 fetches the
-  // state, which this layer's step of the previous token wrote a whole step ago (a prefetch only
-  // moves bytes into L2, where any later write lands too). Every input is an earlier kernel's.
+  // state, which this layer's step of the previous token wrote a whole step ago. Every input is an
+  // earlier kernel's.
   const char* state_bytes = reinterpret_cast<const char*>(a.state + task * a.dv * a.dk);
   for (int64_t at = threadIdx.x * 128; at < a.dv * a.dk * static_cast<int64_t>(sizeof(T)); at += kStepThreads * 128)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(state_bytes + at));
+    prefetch_to_l2(state_bytes + at);
   wait_for_prior_kernels();
   const T* qr = a.q.row(b, h);
   const T* kr = a.k.row(b, h);
