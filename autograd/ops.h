@@ -318,6 +318,9 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 // rule exactly. A row that holds a NaN or +inf, or only -inf, gets -1 (the caller raises on it:
 // checking here would wait for the device).
 Tensor sample_tokens(const Tensor& logits, const Tensor& u, const SamplingParams& params);
+// The same, drawn into `ids`, (batch) Int64 contiguous on the logits' device: a buffer a CUDA
+// graph keeps (train/decode_graph.h draws each step's ids where the next replay reads them).
+Tensor& sample_tokens_(Tensor& ids, const Tensor& logits, const Tensor& u, const SamplingParams& params);
 
 // Softmax attention's decoding token over a KV cache held in place (ops/cached_attention.cpp;
 // tensor/backend_kernels.def has the exact rule), outside autograd. q (B, H, dh) and the new

@@ -31,7 +31,7 @@ void reset_peak(int) {}
 void empty_cache(int) {}
 size_t allocation_size(size_t bytes) { return bytes; }
 const Backend& cuda_backend(int) { not_built("cuda"); }
-std::unique_ptr<HostCopyBuffer> make_host_copy_buffer(size_t, int) { not_built("host_copy"); }
+std::unique_ptr<HostCopyBuffer> make_host_copy_buffer(size_t, int, bool) { not_built("host_copy"); }
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
 

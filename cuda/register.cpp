@@ -28,8 +28,8 @@ class Runtime final : public DeviceRuntime {
   std::unique_ptr<DeviceGraph> capture(int device, const std::function<void()>& work) const override {
     return cuda::capture_graph(device, work);
   }
-  std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device) const override {
-    return make_host_copy_buffer(bytes, device);
+  std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device, bool beside) const override {
+    return make_host_copy_buffer(bytes, device, beside);
   }
 };
 

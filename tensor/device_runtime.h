@@ -28,7 +28,8 @@ class HostCopyBuffer {
  public:
   virtual ~HostCopyBuffer() = default;  // waits for a copy still in flight
   // Queues a copy of `bytes` (at most the buffer's size) from device memory behind the work
-  // already queued on the device's stream, and marks its end; returns at once.
+  // already queued on the device's stream, and marks its end; returns at once. A buffer made
+  // `beside` copies on a stream of its own, which later work on the device's stream does not wait for.
   virtual void start(const void* src, size_t bytes) = 0;
   // Waits for the copy start() queued last (not for the work queued after it); returns the bytes.
   virtual const void* wait() = 0;
@@ -48,7 +49,7 @@ class DeviceRuntime {
                                     size_t bytes) const = 0;
   // Runs `work` recording what it queues on the device instead of running it (cuda/graph.h).
   virtual std::unique_ptr<DeviceGraph> capture(int device, const std::function<void()>& work) const = 0;
-  virtual std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device) const = 0;
+  virtual std::unique_ptr<HostCopyBuffer> host_copy_buffer(size_t bytes, int device, bool beside) const = 0;
 };
 
 // Called once per backend at start-up, from a static initializer of the backend's library (which

@@ -8,8 +8,8 @@
 
 namespace linea {
 
-HostCopy::HostCopy(size_t capacity, Device device) : device_(device), capacity_(capacity) {
-  if (device.is_cuda()) buffer_ = cuda_runtime().host_copy_buffer(capacity, device.index);
+HostCopy::HostCopy(size_t capacity, Device device, Stream stream) : device_(device), capacity_(capacity) {
+  if (device.is_cuda()) buffer_ = cuda_runtime().host_copy_buffer(capacity, device.index, stream == Stream::Beside);
 }
 
 HostCopy::~HostCopy() = default;

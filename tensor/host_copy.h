@@ -9,6 +9,12 @@
 //   ... queue the next step ...
 //   Tensor on_host = copy.wait();   // waits for that copy only, not for the next step
 //
+// By default the copy runs on the device's stream: work queued after start() waits for it, so
+// that work may overwrite the tensor at once. A copy made Beside runs on a stream of its own,
+// so the device's stream spends no time on it (a copy to the host holds a stream for a few
+// microseconds, which a decoding step at batch 1 notices); work queued after start() then runs
+// beside the copy and must leave the tensor unwritten until wait() returns.
+//
 // On the CPU, where work is done when the call returns, start() copies at once.
 #include <cstddef>
 #include <memory>
@@ -21,8 +27,10 @@ class HostCopyBuffer;
 
 class HostCopy {
  public:
+  enum class Stream { Device, Beside };
+
   // Room for tensors of up to `capacity` bytes of `device`.
-  HostCopy(size_t capacity, Device device);
+  HostCopy(size_t capacity, Device device, Stream stream = Stream::Device);
   ~HostCopy();
   HostCopy(const HostCopy&) = delete;
   HostCopy& operator=(const HostCopy&) = delete;

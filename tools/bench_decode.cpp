@@ -6,8 +6,10 @@
 //              `linea generate` did before prefill existed;
 //   decode     tokens/s continuing from that context at each batch size (the prompt's state
 //              stacked once per row); on CUDA also decode_b<batch>_graph: the step replayed
-//              from a CUDA graph with the greedy choice on the device (train/decode_graph.h),
-//              with the number of operations the graph holds (decode_b<batch>_graph_nodes);
+//              from a CUDA graph together with the greedy draw (train/decode_graph.h),
+//              with the number of operations the graph holds (decode_b<batch>_graph_nodes)
+//              and the graph alone, replayed without the copies of the ids to the host
+//              (decode_b<batch>_graph_replay_ms_per_step);
 // each with its peak memory, and the size of the decoding state at batch 1 (flat in the context
 // for the recurrent letters, growing for softmax's KV cache). One JSON line per letter and context.
 //
@@ -15,7 +17,7 @@
 // layers, 8 heads of 64, MLP 2048 (GELU tanh), RMSNorm, tied embeddings, random weights, float32.
 // Decoding times the path of `linea generate`: step(), the next token drawn on the device
 // (greedy: the sampler is not what is measured) and fed to the next step there, each step's ids
-// copied to the host asynchronously and read after the next step is queued (train/generate.cpp);
+// copied to the host beside the device's stream and read after the next step is queued (train/generate.cpp);
 // on CUDA both eagerly (every kernel queued by the host) and replayed from a CUDA graph
 // (train/decode_graph.h), which is what generate uses where the model allows.
 #include <algorithm>
@@ -149,7 +151,7 @@ class DecodeBench {
       state = nn::LanguageModel::State{};
       state = model_.stack_states(rows);
       model_.reserve(state, prompt_state.position + c_.decode_tokens + 1);  // as generate() does
-      if (graphed) graph = train::DecodeGraph::capture(model_, state, batch, device_, &why_not);
+      if (graphed) graph = train::DecodeGraph::capture(model_, state, batch, device_, &why_not, kGreedy);
       sync();
     };
     if (graphed) {
@@ -161,23 +163,36 @@ class DecodeBench {
     }
     if (graph) line.add(key + "_nodes", static_cast<int64_t>(graph->node_count()));
     const Tensor u = zeros({batch}, {kFloat64, device_});  // greedy draws do not read it
-    HostCopy to_host(static_cast<size_t>(batch) * sizeof(int64_t), device_);
+    HostCopy to_host(static_cast<size_t>(batch) * sizeof(int64_t), device_, HostCopy::Stream::Beside);
+    // As generate() does: each step's ids drawn on the device and fed to the next step there,
+    // their copy to the host read once the next step is queued.
     auto run = [&] {
-      Tensor logits = first_logits;
+      Tensor ids = sample_tokens(first_logits, u, kGreedy);
       for (int64_t i = 0; i < c_.decode_tokens; ++i) {
-        const Tensor next = sample_tokens(logits, u, {.temperature = 0});  // on the device, as generate does
-        to_host.start(next);
-        logits = graph ? graph->step(next) : model_.step(next, state);
+        to_host.start(ids);
+        ids = graph ? graph->step_and_draw(ids, u) : sample_tokens(model_.step(ids, state), u, kGreedy);
         to_host.wait();
       }
-      to(logits, kCPU);
+      to(ids, kCPU);
     };
     bench::reset_peak_memory(device_);
     const double ms = bench::median_ms_with_setup(c_.repeats, setup, run, c_.warmup);
     line.add(key + "_tok_s", static_cast<double>(batch * c_.decode_tokens) / ms * 1e3);
     line.add(key + "_ms_per_step", ms / static_cast<double>(c_.decode_tokens));
     line.add(key + "_peak_mib", bench::peak_memory_mib(device_));
+    if (graph) {
+      // The graph alone, replayed back to back without the copies to the host: the floor of the
+      // loop above.
+      const double replay_ms = bench::median_ms_with_setup(c_.repeats, setup, [&] {
+        Tensor ids = zeros({batch}, {kInt64, device_});
+        for (int64_t i = 0; i < c_.decode_tokens; ++i) ids = graph->step_and_draw(ids, u);
+        sync();
+      }, c_.warmup);
+      line.add(key + "_replay_ms_per_step", replay_ms / static_cast<double>(c_.decode_tokens));
+    }
   }
+
+  static constexpr SamplingParams kGreedy{.temperature = 0};  // the sampler is not what is measured
 
   const Config& c_;
   Device device_;

@@ -72,7 +72,8 @@ struct Positions {
 }  // namespace
 
 std::unique_ptr<DecodeGraph> DecodeGraph::capture(nn::LanguageModel& model, State& state, int64_t batch,
-                                                  Device device, std::string* why_not) {
+                                                  Device device, std::string* why_not,
+                                                  std::optional<SamplingParams> draw) {
   auto refuse = [&](const std::string& why) {
     if (why_not) *why_not = why;
     return std::unique_ptr<DecodeGraph>();
@@ -87,51 +88,100 @@ std::unique_ptr<DecodeGraph> DecodeGraph::capture(nn::LanguageModel& model, Stat
     return refuse("the decoding state changes shape (" + reshaped + "), which a graph cannot replay");
 
   std::unique_ptr<DecodeGraph> graph(new DecodeGraph(state));
-  const std::vector<Tensor*> slots = member_slots(state);
-  for (Tensor* slot : slots) {
+  graph->draw_ = draw;
+  for (Tensor* slot : member_slots(state)) {
     if (slot->defined() && !slot->is_contiguous()) *slot = contiguous(*slot);  // copied over in place below
     graph->inputs_.push_back(*slot);
   }
-  graph->ids_ = zeros({batch}, {kInt64, device});
+  for (Tensor& ids : graph->ids_) ids = zeros({batch}, {kInt64, device});
+  graph->u_ = zeros({batch}, {kFloat64, device});
   const Positions positions(state);
   try {
-    graph->graph_ = cuda_runtime().capture(device.index, [&] {
-      graph->logits_ = model.step(graph->ids_, state);
-      for (size_t i = 0; i < slots.size(); ++i) {
-        // Undefined, or written in place by the step itself (softmax attention's KV cache).
-        if (!graph->inputs_[i].defined() || slots[i]->raw_data() == graph->inputs_[i].raw_data()) continue;
-        copy_(graph->inputs_[i], *slots[i]);  // the new state over the old, in the graph
-        *slots[i] = graph->inputs_[i];
-      }
-    });
+    for (int k = 0; k < (draw ? 2 : 1); ++k) {
+      graph->record(model, k);
+      positions.restore(state);
+    }
   } catch (const std::exception& e) {
-    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = graph->inputs_[i];
     positions.restore(state);
     return refuse(e.what());
   }
-  positions.restore(state);
   return graph;
 }
 
-const Tensor& DecodeGraph::step(const Tensor& ids) {
-  LINEA_CHECK(ids.defined() && ids.dtype() == kInt64 && ids.shape() == ids_.shape() && ids.device() == ids_.device(),
-              "DecodeGraph", "step takes the ids its graph was captured for, ", ids_.describe(), ", got ",
-              ids.defined() ? ids.describe() : std::string("nothing"));
-  {
-    NoGradGuard no_grad;
-    Tensor input = ids_;
-    copy_(input, ids);
+void DecodeGraph::record(nn::LanguageModel& model, int k) {
+  const std::vector<Tensor*> slots = member_slots(state_);
+  Replay& r = replays_[k];
+  try {
+    r.graph = cuda_runtime().capture(ids_[k].device().index, [&] {
+      r.logits = model.step(ids_[k], state_);
+      if (draw_) sample_tokens_(ids_[1 - k], r.logits, u_, *draw_);
+      for (size_t i = 0; i < slots.size(); ++i) {
+        // Undefined, or written in place by the step itself (softmax attention's KV cache).
+        if (!inputs_[i].defined() || slots[i]->raw_data() == inputs_[i].raw_data()) continue;
+        copy_(inputs_[i], *slots[i]);  // the new state over the old, in the graph
+        *slots[i] = inputs_[i];
+      }
+    });
+  } catch (...) {
+    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = inputs_[i];
+    throw;
   }
+}
+
+void DecodeGraph::check_room() const {
   for (size_t i = 0; i < state_.layers.size(); ++i) {
     const int64_t limit = state_.layers[i]->token_limit();
     LINEA_CHECK(limit == 0 || state_.layers[i]->position < limit, "DecodeGraph", "layer ", i,
                 "'s state was reserved for ", limit,
                 " tokens and has seen them all; reserve more before capturing (generate: raise the maximum length)");
   }
-  graph_->replay();
+}
+
+void DecodeGraph::replay(int k) {
+  replays_[k].graph->replay();
+  last_ = k;
   ++state_.position;
   for (auto& layer : state_.layers) ++layer->position;
-  return logits_;
+}
+
+namespace {
+
+// An Error unless `t` is what `like` holds: same dtype, shape and device.
+void check_like(const Tensor& t, const Tensor& like, const char* what) {
+  LINEA_CHECK(t.defined() && t.dtype() == like.dtype() && t.shape() == like.shape() && t.device() == like.device(),
+              "DecodeGraph", "step takes the ", what, " its graph was captured for, ", like.describe(), ", got ",
+              t.defined() ? t.describe() : std::string("nothing"));
+}
+
+}  // namespace
+
+const Tensor& DecodeGraph::step(const Tensor& ids) {
+  LINEA_CHECK(!draw_, "DecodeGraph", "this graph draws the next ids itself: step it with step_and_draw");
+  check_like(ids, ids_[0], "ids");
+  check_room();
+  {
+    NoGradGuard no_grad;
+    copy_(ids_[0], ids);
+  }
+  replay(0);
+  return replays_[0].logits;
+}
+
+const Tensor& DecodeGraph::step_and_draw(const Tensor& ids, const Tensor& u) {
+  LINEA_CHECK(draw_, "DecodeGraph", "this graph was captured without a draw: step it with step");
+  check_like(ids, ids_[0], "ids");
+  check_like(u, u_, "uniforms");
+  check_room();
+  const int k = next_;
+  {
+    NoGradGuard no_grad;
+    // The ids the last step drew are where this one reads them; others are copied there.
+    if (ids.raw_data() != ids_[k].raw_data() || !ids.is_contiguous()) copy_(ids_[k], ids);
+    if (draw_->temperature > 0) copy_(u_, u);
+  }
+  replay(k);
+  next_ = 1 - k;
+  return ids_[1 - k];
 }
 
 DecodeGraph::~DecodeGraph() = default;

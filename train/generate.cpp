@@ -123,21 +123,31 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
   for (const Request& r : requests) streams.push_back(std::make_unique<Generator>(r.seed));
   const auto batch = static_cast<int64_t>(requests.size());
   const SamplingParams params = sampling_params(o);
-  // The ids stay on the device, where they feed the next step; the host gets each step's copy
-  // after it has queued the next step, so on a GPU the copy never leaves the device idle.
-  HostCopy to_host(batch * sizeof(int64_t), device);
+  // The ids stay on the device, where they feed the next step. The host gets each step's ids
+  // through a copy beside the device's stream, read after the next step is queued: a step never
+  // waits for the copy, and the next step only reads the ids, so nothing overwrites them early.
+  HostCopy to_host(batch * sizeof(int64_t), device, HostCopy::Stream::Beside);
   std::vector<std::vector<int64_t>> out(requests.size());
   Tensor uniforms;  // (steps, B): a block of steps' draws, on the device
-  // On CUDA, the step replayed from a graph where the model allows (train/decode_graph.h).
-  std::unique_ptr<DecodeGraph> graph;
-  if (o.graph && o.tokens > 1) graph = DecodeGraph::capture(model, state, batch, device, nullptr);
-  for (int64_t i = 0; i < o.tokens; ++i) {
+  auto step_uniforms = [&](int64_t i) {
     if (i % kStepsPerUpload == 0) uniforms = draw_uniforms(streams, std::min(kStepsPerUpload, o.tokens - i), device);
-    const Tensor ids = sample_tokens(logits, select(uniforms, 0, i % kStepsPerUpload), params);  // (B)
+    return select(uniforms, 0, i % kStepsPerUpload);
+  };
+  // On CUDA, the step and the draw replayed from a graph where the model allows
+  // (train/decode_graph.h); the ids it returns stay put through the next step.
+  std::unique_ptr<DecodeGraph> graph;
+  if (o.graph && o.tokens > 1) graph = DecodeGraph::capture(model, state, batch, device, nullptr, params);
+  Tensor ids;  // (B), the tokens of step i
+  if (o.tokens > 0) {
+    ids = sample_tokens(logits, step_uniforms(0), params);
     to_host.start(ids);
+  }
+  for (int64_t i = 0; i < o.tokens; ++i) {
+    Tensor next;
     if (i + 1 < o.tokens) {
       try {
-        logits = graph ? graph->step(ids) : model.step(ids, state);
+        const Tensor u = step_uniforms(i + 1);
+        next = graph ? graph->step_and_draw(ids, u) : sample_tokens(model.step(ids, state), u, params);
       } catch (const Error&) {
         check_drawn(to_host.wait().to_vector<int64_t>(), i);  // an unsampleable row says so
         throw;
@@ -149,6 +159,8 @@ std::vector<std::vector<int64_t>> generate(nn::LanguageModel& model, const std::
       out[r].push_back(drawn[r]);
       if (on_token) on_token(r, drawn[r]);
     }
+    ids = next;
+    if (ids.defined()) to_host.start(ids);
   }
   model.train(was_training);
   return out;

@@ -9,8 +9,10 @@ namespace linea {
 
 using namespace ops_detail;
 
-Tensor sample_tokens(const Tensor& logits, const Tensor& u, const SamplingParams& params) {
-  const char* op = "sample_tokens";
+namespace {
+
+// What the kernels assume of the operands.
+void check_sampling(const Tensor& logits, const Tensor& u, const SamplingParams& params, const char* op) {
   check_floating(logits, op);
   check_defined(u, op);
   LINEA_CHECK(logits.dim() == 2, op, "logits must be (batch, vocab), got ", logits.describe());
@@ -25,10 +27,27 @@ Tensor sample_tokens(const Tensor& logits, const Tensor& u, const SamplingParams
               params.temperature);
   LINEA_CHECK(params.top_k >= 0, op, "top_k must be >= 0 (0: no limit), got ", params.top_k);
   LINEA_CHECK(params.top_p > 0 && params.top_p <= 1, op, "top_p must be in (0, 1], got ", params.top_p);
-  Tensor out = empty({rows}, kInt64, logits.device());
-  if (rows == 0) return out;
-  backend_for(logits).sample_tokens(contiguous_rows(logits), contiguous(detach(u)), params, out);
-  return out;
+}
+
+}  // namespace
+
+Tensor sample_tokens(const Tensor& logits, const Tensor& u, const SamplingParams& params) {
+  check_sampling(logits, u, params, "sample_tokens");
+  Tensor ids = empty({logits.size(0)}, kInt64, logits.device());
+  return sample_tokens_(ids, logits, u, params);
+}
+
+Tensor& sample_tokens_(Tensor& ids, const Tensor& logits, const Tensor& u, const SamplingParams& params) {
+  const char* op = "sample_tokens_";
+  check_sampling(logits, u, params, op);
+  check_defined(ids, op);
+  LINEA_CHECK(ids.dtype() == kInt64 && ids.dim() == 1 && ids.size(0) == logits.size(0) && ids.is_contiguous() &&
+                  ids.device() == logits.device(),
+              op, "the ids must be (", logits.size(0), ") Int64 contiguous on ", logits.device().str(), ", got ",
+              ids.describe());
+  LINEA_CHECK(!ids.requires_grad(), op, "the ids are written in place and must not require grad");
+  if (logits.size(0) > 0) backend_for(logits).sample_tokens(contiguous_rows(logits), contiguous(detach(u)), params, ids);
+  return ids;
 }
 
 }  // namespace linea

@@ -63,6 +63,8 @@ __global__ void __launch_bounds__(kRowThreads)
     greedy_kernel(const T* logits, int64_t row_stride, int64_t vocab, int64_t* out) {
   using Reduce = cub::BlockReduce<Best, kRowThreads>;
   __shared__ typename Reduce::TempStorage temp;
+  // Launched overlapped (cuda/launch.cuh): it starts while the head's product still runs.
+  wait_for_prior_kernels();
   const T* x = logits + static_cast<int64_t>(blockIdx.x) * row_stride;
   Best best{-CUDART_INF, -1};
   bool poisoned = false;
@@ -210,9 +212,8 @@ void CudaBackend::sample_tokens(const Tensor& logits, const Tensor& u, const Sam
   const cudaStream_t stream = use_device(device_);
   dispatch_floating(logits.dtype(), op, [&]<class T>() {
     if (params.temperature == 0.0) {
-      greedy_kernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits.data<T>(), logits.stride(0),
-                                                                                vocab, out.data<int64_t>());
-      LINEA_CUDA_LAUNCH_CHECK(op, "logits ", logits.describe());
+      launch_overlapped(greedy_kernel<T>, dim3(static_cast<unsigned>(rows)), kRowThreads, 0, device_, stream, op,
+                        logits.data<T>(), logits.stride(0), vocab, out.data<int64_t>());
     } else {
       sample_sorted<T>(logits, u, params, out, device_, stream);
     }

@@ -3,7 +3,8 @@
 // with other allocations made and freed between replays (so a graph pool handing its blocks out
 // would show); softmax attention once its KV cache is reserved (written in place by the step),
 // and refused, with the reason, while it may still grow; replaying past the reserve is an error;
-// generate() draws the same tokens with and without the graph.
+// with the draw captured too, the same ids as the eager step and draw; generate() draws the same
+// tokens with and without the graph.
 #include <memory>
 #include <string>
 #include <vector>
@@ -103,6 +104,78 @@ INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphParity, ::testing::ValuesIn(every_l
                                   "_b" + std::to_string(info.param.batch);
                          });
 
+// With the draw in the graph, every step's logits and ids are the eager step's and
+// sample_tokens', greedy and sampled; the ids a step returns stay put through the next step (so a
+// copy to the host may run beside it); ids from elsewhere are copied in.
+class DecodeGraphDraw : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecodeGraphDraw, DrawsTheEagerTokensAndKeepsThemThroughTheNextStep) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const auto [letter, dtype, batch] = GetParam();
+  const auto owned = tiny_model(std::string(2, letter), dtype, gpu());
+  nn::LanguageModel& model = *owned;
+  NoGradGuard no_grad;
+  for (const SamplingParams& params :
+       {SamplingParams{.temperature = 0}, SamplingParams{.temperature = 0.8, .top_k = 6, .top_p = 0.9}}) {
+    Generator data(9);
+    nn::LanguageModel::State eager = prefilled(model, batch, data);
+    nn::LanguageModel::State graphed = model.stack_states({&eager});
+    model.reserve(eager, kReserved);
+    model.reserve(graphed, kReserved);
+    std::string why;
+    std::unique_ptr<train::DecodeGraph> graph =
+        train::DecodeGraph::capture(model, graphed, batch, gpu(), &why, params);
+    ASSERT_NE(graph, nullptr) << why;
+    Tensor eager_ids = to(randint(0, kVocab, {batch}, kCPU, &data), gpu());
+    Tensor graph_ids = clone(eager_ids);
+    Tensor before;  // the ids the step before returned, and what they must still hold
+    std::vector<int64_t> before_values;
+    for (int t = 0; t < 12; ++t) {
+      const Tensor u = to(rand({batch}, kFloat64, &data), gpu());
+      const Tensor logits = model.step(eager_ids, eager);
+      eager_ids = sample_tokens(logits, u, params);
+      graph_ids = graph->step_and_draw(graph_ids, u);
+      ASSERT_EQ(relative_diff(to(graph->logits(), kCPU), to(logits, kCPU)), 0.0) << "step " << t;
+      const std::vector<int64_t> want = to(eager_ids, kCPU).to_vector<int64_t>();
+      ASSERT_EQ(to(graph_ids, kCPU).to_vector<int64_t>(), want) << "step " << t;
+      if (before.defined())
+        ASSERT_EQ(to(before, kCPU).to_vector<int64_t>(), before_values) << "step " << t << " overwrote the ids before";
+      before = graph_ids;
+      before_values = want;
+      if (t == 6) graph_ids = clone(graph_ids);  // not the graph's own: copied in
+    }
+    std::string worst;
+    EXPECT_EQ(state_diff(eager, graphed, worst), 0.0) << worst;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphDraw, ::testing::ValuesIn(every_letter()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(1, info.param.letter) + (info.param.dtype == kFloat64 ? "_f64" : "_f32") +
+                                  "_b" + std::to_string(info.param.batch);
+                         });
+
+TEST(DecodeGraph, EachKindOfGraphStepsOneWay) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const auto owned = tiny_model("R", kFloat32, gpu());
+  nn::LanguageModel& model = *owned;
+  NoGradGuard no_grad;
+  Generator data(10);
+  nn::LanguageModel::State state = prefilled(model, 2, data);
+  std::string why;
+  const auto plain = train::DecodeGraph::capture(model, state, 2, gpu(), &why);
+  ASSERT_NE(plain, nullptr) << why;
+  const auto drawing = train::DecodeGraph::capture(model, state, 2, gpu(), &why, SamplingParams{.temperature = 0});
+  ASSERT_NE(drawing, nullptr) << why;
+  const Tensor ids = to(randint(0, kVocab, {2}, kCPU, &data), gpu());
+  const Tensor u = to(rand({2}, kFloat64, &data), gpu());
+  EXPECT_LINEA_ERROR(plain->step_and_draw(ids, u), "DecodeGraph", "without a draw");
+  EXPECT_LINEA_ERROR(drawing->step(ids), "DecodeGraph", "draws the next ids itself");
+  EXPECT_LINEA_ERROR(drawing->step_and_draw(ids, to(rand({3}, kFloat64, &data), gpu())), "DecodeGraph", "uniforms");
+  EXPECT_LINEA_ERROR(drawing->step_and_draw(to(ids, kFloat32), u), "DecodeGraph", "ids");
+  EXPECT_EQ(state.position, 7);  // nothing ran
+}
+
 // A KV cache that may still grow is refused, the state left as it was; reserved, it is captured,
 // and replaying past the reserve is an error, as an eager step past it is.
 TEST(DecodeGraph, TheReserveDecidesWhetherAKvCacheCanBeReplayed) {
@@ -136,16 +209,18 @@ TEST(DecodeGraph, GenerateDrawsTheSameTokensWithAndWithoutIt) {
   LINEA_SKIP_WITHOUT_CUDA();
   const auto owned = tiny_model("RS", kFloat32, gpu());
   nn::LanguageModel& model = *owned;
-  train::SampleOptions o;
-  o.tokens = 40;
-  o.temperature = 0.9;
-  o.top_k = 12;
   const std::vector<train::Request> requests = {{{1, 2, 3}, 5}, {{4, 5, 6, 7, 8}, 6}};
-  o.graph = true;
-  const auto graphed = train::generate(model, requests, o, gpu());
-  o.graph = false;
-  const auto eager = train::generate(model, requests, o, gpu());
-  EXPECT_EQ(graphed, eager);
+  for (const double temperature : {0.0, 0.9}) {
+    train::SampleOptions o;
+    o.tokens = 300;  // past a block of uniforms (256 steps)
+    o.temperature = temperature;
+    o.top_k = 12;
+    o.graph = true;
+    const auto graphed = train::generate(model, requests, o, gpu());
+    o.graph = false;
+    const auto eager = train::generate(model, requests, o, gpu());
+    EXPECT_EQ(graphed, eager) << "temperature " << temperature;
+  }
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Generation's draw on the GPU (cuda/kernels/sample.cu) against the CPU's (cpu/sample.cpp, the
 // reference), at awkward sizes: a vocabulary of 1, one below a warp's multiple, one tile of the
 // row kernel's many (8192) and GPT-2's 50257 (50 tiles, not a multiple of anything); batches of
-// 1, 3 and 16. Then ties, rows that cannot be sampled, strided logits, the asynchronous copy to
-// the host, and generate() on the GPU giving the CPU's tokens.
+// 1, 3 and 16. Then ties, rows that cannot be sampled, strided logits, the asynchronous copies to
+// the host (on the device's stream and beside it), and generate() on the GPU giving the CPU's tokens.
 //
 // The GPU adds its running sums in a tree, the CPU one term at a time, so the two can disagree
 // when a running sum lands within rounding (~1e-16 relative) of top_p or of u times the kept sum.
@@ -132,6 +132,25 @@ TEST(CudaHostCopy, GivesEachStartedTensorWithoutWaitingForLaterWork) {
   copy.start(slice(on_gpu(arange(0, 8, 1, kInt64)), 0, 0, 8, 2));  // strided: copied first
   EXPECT_EQ(copy.wait().to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 4, 6}));
   EXPECT_LINEA_ERROR(copy.start(zeros({2}, kInt64)), "expected a tensor on cuda:0");
+}
+
+// A copy beside the device's stream still waits for the work queued before start(): a fill queued
+// behind a long product is what it reads, never the buffer's earlier value.
+TEST(CudaHostCopy, BesideWaitsForTheWorkQueuedBeforeIt) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  HostCopy copy(16 * sizeof(int64_t), gpu(), HostCopy::Stream::Beside);
+  Generator gen(3);
+  const Tensor a = on_gpu(randn({1024, 1024}, kFloat32, &gen));
+  Tensor ids = on_gpu(zeros({16}, kInt64));
+  for (int64_t step = 1; step <= 5; ++step) {
+    const Tensor busy = matmul(matmul(a, a), a);  // keeps the stream busy before the fill
+    fill_(ids, static_cast<double>(step));
+    copy.start(ids);
+    const Tensor later = matmul(a, a);  // queued after start(): the copy need not wait for it
+    EXPECT_EQ(copy.wait().to_vector<int64_t>(), std::vector<int64_t>(16, step));
+  }
+  copy.start(slice(on_gpu(arange(0, 8, 1, kInt64)), 0, 0, 8, 2));  // strided: copied first
+  EXPECT_EQ(copy.wait().to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 4, 6}));
 }
 
 // A tiny random model in float64 decodes the same tokens on both devices, greedy and sampled, one

@@ -164,6 +164,28 @@ TEST(SampleTokens, StridedLogitsAndUniformsAreRead) {
             sample_tokens(contiguous(logits), contiguous(u), p).to_vector<int64_t>());
 }
 
+// sample_tokens_ draws into a buffer it is given what sample_tokens returns, and refuses a buffer
+// it could not write each row's id into.
+TEST(SampleTokens, IntoAGivenBufferDrawsTheSameIds) {
+  Generator gen(12);
+  const Tensor logits = randn({4, 37}, kFloat64, &gen);
+  const Tensor u = rand({4}, kFloat64, &gen);
+  for (const SamplingParams& p : {SamplingParams{.temperature = 0}, SamplingParams{.temperature = 0.7, .top_k = 9},
+                                  SamplingParams{.temperature = 1.3, .top_p = 0.6}}) {
+    Tensor ids = full({4}, -5.0, kInt64);
+    Tensor& written = sample_tokens_(ids, logits, u, p);
+    EXPECT_EQ(written.raw_data(), ids.raw_data());
+    EXPECT_EQ(ids.to_vector<int64_t>(), sample_tokens(logits, u, p).to_vector<int64_t>());
+  }
+  Tensor wrong_dtype = zeros({4}, kFloat64), wrong_rows = zeros({3}, kInt64);
+  Tensor strided = select(zeros({4, 2}, kInt64), 1, 0);
+  EXPECT_LINEA_ERROR(sample_tokens_(wrong_dtype, logits, u, {}), "sample_tokens_", "(4) Int64 contiguous");
+  EXPECT_LINEA_ERROR(sample_tokens_(wrong_rows, logits, u, {}), "sample_tokens_", "(4) Int64 contiguous");
+  EXPECT_LINEA_ERROR(sample_tokens_(strided, logits, u, {}), "sample_tokens_", "(4) Int64 contiguous");
+  Tensor fine = zeros({4}, kInt64);
+  EXPECT_LINEA_ERROR(sample_tokens_(fine, logits, rand({4}, kFloat32, &gen), {}), "sample_tokens_", "float64");
+}
+
 // A model whose logits are NaN: generate says it cannot sample, rather than drawing garbage or
 // failing one step later in the embedding with "index -1".
 TEST(SampleTokens, GenerateRefusesLogitsThatCannotBeSampled) {
