@@ -46,25 +46,35 @@ __device__ void report_bad_index(int64_t* flag, int64_t value) {
   if (atomicCAS(reinterpret_cast<unsigned long long*>(flag), 0ull, 1ull) == 0ull) flag[1] = value;
 }
 
+// Read back by check() after the kernel, except while a graph is captured: a replay cannot stop
+// for the host, so there the flag is neither cleared nor read (a replayed decoding step's first
+// node is then its embedding's kernel, not a memset).
 class BadIndexFlag {
  public:
-  BadIndexFlag(int device, cudaStream_t stream) : buffer_(2 * sizeof(int64_t), device), device_(device) {
-    LINEA_CUDA_CHECK(cudaMemsetAsync(buffer_.as<int64_t>(), 0, 2 * sizeof(int64_t), stream), "index");
+  BadIndexFlag(int device, cudaStream_t stream)
+      : buffer_(2 * sizeof(int64_t), device), device_(device), capturing_(is_capturing(stream)) {
+    if (!capturing_)
+      LINEA_CUDA_CHECK(cudaMemsetAsync(buffer_.as<int64_t>(), 0, 2 * sizeof(int64_t), stream), "index");
   }
   int64_t* get() const { return buffer_.as<int64_t>(); }
   // Waits for the kernel; raises the CPU's Error if it saw a bad index (not while capturing).
   void check(const char* op, int64_t size) const {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    LINEA_CUDA_CHECK(cudaStreamIsCapturing(stream_for(device_), &capture), op);
-    if (capture != cudaStreamCaptureStatusNone) return;
+    if (capturing_) return;
     int64_t host[2] = {0, 0};
     copy_to_host(host, buffer_.as<int64_t>(), sizeof host, device_);
     LINEA_CHECK(host[0] == 0, op, "index ", host[1], " is out of range for a dim of size ", size);
   }
 
  private:
+  static bool is_capturing(cudaStream_t stream) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    LINEA_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "index");
+    return capture != cudaStreamCaptureStatusNone;
+  }
+
   DeviceBuffer buffer_;
   int device_;
+  bool capturing_;
 };
 
 // out[e] = in[base(e) + v * dim_stride] for index value v, which the caller read for element e;
