@@ -3,10 +3,11 @@
 // with other allocations made and freed between replays (so a graph pool handing its blocks out
 // would show); softmax attention once its KV cache is reserved (written in place by the step),
 // and refused, with the reason, while it may still grow; replaying past the reserve is an error;
-// with the draw captured too, the same ids as the eager step and draw; generate() draws the same
-// tokens with and without the graph.
+// with the draw captured too, the same ids as the eager step and draw (and each kind of graph
+// refuses the other's way of stepping); generate() draws the same tokens with and without the graph.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/model.h"
@@ -56,23 +57,45 @@ struct Case {
   int64_t batch;
 };
 
-class DecodeGraphParity : public ::testing::TestWithParam<Case> {};
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(1, info.param.letter) + (info.param.dtype == kFloat64 ? "_f64" : "_f32") + "_b" +
+         std::to_string(info.param.batch);
+}
+
+// A prefilled state and the same state in its own memory, both reserved for a parity test's steps:
+// one for the eager steps, one for the graph.
+std::pair<nn::LanguageModel::State, nn::LanguageModel::State> twin_states(nn::LanguageModel& model, int64_t batch,
+                                                                          Generator& data) {
+  nn::LanguageModel::State eager = prefilled(model, batch, data);
+  nn::LanguageModel::State graphed = model.stack_states({&eager});
+  model.reserve(eager, kReserved);
+  model.reserve(graphed, kReserved);
+  return {std::move(eager), std::move(graphed)};
+}
+
+class DecodeGraphParity : public ::testing::TestWithParam<Case> {
+ protected:
+  // Two layers of the case's letter, in its dtype, on the GPU.
+  static std::unique_ptr<nn::LanguageModel> case_model() {
+    return tiny_model(std::string(2, GetParam().letter), GetParam().dtype, gpu());
+  }
+};
 
 TEST_P(DecodeGraphParity, ReplaysGiveTheEagerStepsExactly) {
   LINEA_SKIP_WITHOUT_CUDA();
   const auto [letter, dtype, batch] = GetParam();
-  const auto owned = tiny_model(std::string(2, letter), dtype, gpu());
+  const auto owned = case_model();
   nn::LanguageModel& model = *owned;
   NoGradGuard no_grad;
   Generator data(7);
-  nn::LanguageModel::State eager = prefilled(model, batch, data);
-  nn::LanguageModel::State graphed = model.stack_states({&eager});  // the same state, its own memory
-  model.reserve(eager, kReserved);
-  model.reserve(graphed, kReserved);
+  auto [eager, graphed] = twin_states(model, batch, data);
   std::string why;
   std::unique_ptr<train::DecodeGraph> graph = train::DecodeGraph::capture(model, graphed, batch, gpu(), &why);
   ASSERT_NE(graph, nullptr) << why;
   EXPECT_GT(graph->node_count(), 10u);  // embedding, two layers, the head: many kernels in one launch
+  EXPECT_LINEA_ERROR(graph->step_and_draw(to(randint(0, kVocab, {batch}, kCPU, &data), gpu()),
+                                          to(rand({batch}, kFloat64, &data), gpu())),
+                     "DecodeGraph", "without a draw");
   std::string worst;
   EXPECT_EQ(state_diff(eager, graphed, worst), 0.0) << "capturing changed the state: " << worst;
 
@@ -89,45 +112,31 @@ TEST_P(DecodeGraphParity, ReplaysGiveTheEagerStepsExactly) {
   EXPECT_EQ(state_diff(eager, graphed, worst), 0.0) << worst;
 }
 
-std::vector<Case> every_letter() {
-  std::vector<Case> cases;
-  for (const nn::LayerKind& kind : nn::layer_kinds()) {
-    cases.push_back({kind.letter, kFloat32, 1});
-    cases.push_back({kind.letter, kFloat64, 3});
-  }
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphParity, ::testing::ValuesIn(every_letter()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(1, info.param.letter) + (info.param.dtype == kFloat64 ? "_f64" : "_f32") +
-                                  "_b" + std::to_string(info.param.batch);
-                         });
 
 // With the draw in the graph, every step's logits and ids are the eager step's and
 // sample_tokens', greedy and sampled; the ids a step returns stay put through the next step (so a
 // copy to the host may run beside it); ids from elsewhere are copied in.
-class DecodeGraphDraw : public ::testing::TestWithParam<Case> {};
-
-TEST_P(DecodeGraphDraw, DrawsTheEagerTokensAndKeepsThemThroughTheNextStep) {
+TEST_P(DecodeGraphParity, DrawsTheEagerTokensAndKeepsThemThroughTheNextStep) {
   LINEA_SKIP_WITHOUT_CUDA();
-  const auto [letter, dtype, batch] = GetParam();
-  const auto owned = tiny_model(std::string(2, letter), dtype, gpu());
+  const int64_t batch = GetParam().batch;
+  const auto owned = case_model();
   nn::LanguageModel& model = *owned;
   NoGradGuard no_grad;
   for (const SamplingParams& params :
        {SamplingParams{.temperature = 0}, SamplingParams{.temperature = 0.8, .top_k = 6, .top_p = 0.9}}) {
     Generator data(9);
-    nn::LanguageModel::State eager = prefilled(model, batch, data);
-    nn::LanguageModel::State graphed = model.stack_states({&eager});
-    model.reserve(eager, kReserved);
-    model.reserve(graphed, kReserved);
+    auto [eager, graphed] = twin_states(model, batch, data);
     std::string why;
     std::unique_ptr<train::DecodeGraph> graph =
         train::DecodeGraph::capture(model, graphed, batch, gpu(), &why, params);
     ASSERT_NE(graph, nullptr) << why;
     Tensor eager_ids = to(randint(0, kVocab, {batch}, kCPU, &data), gpu());
     Tensor graph_ids = clone(eager_ids);
+    const Tensor u0 = to(rand({batch}, kFloat64, &data), gpu());
+    EXPECT_LINEA_ERROR(graph->step(graph_ids), "DecodeGraph", "draws the next ids itself");
+    EXPECT_LINEA_ERROR(graph->step_and_draw(graph_ids, to(rand({batch + 1}, kFloat64, &data), gpu())), "DecodeGraph",
+                       "uniforms");
+    EXPECT_LINEA_ERROR(graph->step_and_draw(to(graph_ids, kFloat32), u0), "DecodeGraph", "ids");
     Tensor before;  // the ids the step before returned, and what they must still hold
     std::vector<int64_t> before_values;
     for (int t = 0; t < 12; ++t) {
@@ -149,32 +158,18 @@ TEST_P(DecodeGraphDraw, DrawsTheEagerTokensAndKeepsThemThroughTheNextStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphDraw, ::testing::ValuesIn(every_letter()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(1, info.param.letter) + (info.param.dtype == kFloat64 ? "_f64" : "_f32") +
-                                  "_b" + std::to_string(info.param.batch);
-                         });
 
-TEST(DecodeGraph, EachKindOfGraphStepsOneWay) {
-  LINEA_SKIP_WITHOUT_CUDA();
-  const auto owned = tiny_model("R", kFloat32, gpu());
-  nn::LanguageModel& model = *owned;
-  NoGradGuard no_grad;
-  Generator data(10);
-  nn::LanguageModel::State state = prefilled(model, 2, data);
-  std::string why;
-  const auto plain = train::DecodeGraph::capture(model, state, 2, gpu(), &why);
-  ASSERT_NE(plain, nullptr) << why;
-  const auto drawing = train::DecodeGraph::capture(model, state, 2, gpu(), &why, SamplingParams{.temperature = 0});
-  ASSERT_NE(drawing, nullptr) << why;
-  const Tensor ids = to(randint(0, kVocab, {2}, kCPU, &data), gpu());
-  const Tensor u = to(rand({2}, kFloat64, &data), gpu());
-  EXPECT_LINEA_ERROR(plain->step_and_draw(ids, u), "DecodeGraph", "without a draw");
-  EXPECT_LINEA_ERROR(drawing->step(ids), "DecodeGraph", "draws the next ids itself");
-  EXPECT_LINEA_ERROR(drawing->step_and_draw(ids, to(rand({3}, kFloat64, &data), gpu())), "DecodeGraph", "uniforms");
-  EXPECT_LINEA_ERROR(drawing->step_and_draw(to(ids, kFloat32), u), "DecodeGraph", "ids");
-  EXPECT_EQ(state.position, 7);  // nothing ran
+std::vector<Case> every_letter() {
+  std::vector<Case> cases;
+  for (const nn::LayerKind& kind : nn::layer_kinds()) {
+    cases.push_back({kind.letter, kFloat32, 1});
+    cases.push_back({kind.letter, kFloat64, 3});
+  }
+  return cases;
 }
+
+INSTANTIATE_TEST_SUITE_P(Letters, DecodeGraphParity, ::testing::ValuesIn(every_letter()),
+                         case_name);
 
 // A KV cache that may still grow is refused, the state left as it was; reserved, it is captured,
 // and replaying past the reserve is an error, as an eager step past it is.
