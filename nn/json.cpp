@@ -80,6 +80,7 @@ constexpr Phrase kPhrases[] = {
     {"after exponent", "expected a digit in the exponent"},
     {"number overflow", "expected a number within the range of a double"},
     {"; expected '[', '{', or a literal", kExpectedValue},
+    {"attempting to parse an empty input", kExpectedValue},  // nlohmann 3.12's words for "" (3.11: the line above)
     {"; expected string literal", "expected a string key"},
     {"; expected ':'", "expected ':' after an object key"},
     {"; expected '}'", "expected ',' or '}' after an object member"},
