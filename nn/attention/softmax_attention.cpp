@@ -247,10 +247,14 @@ Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
   const int64_t columns = columns_for(cache, tokens, config_.window);
   const Tensor q = project_heads(*q_proj, x, config_.heads, position, true);
   // The keys seen so far in position order, then the prompt's: the queries are the last T of
-  // them, as attend() expects.
+  // them, as attend() expects. A cache that has seen nothing adds nothing: the prompt's keys are
+  // used as they come (a cat would copy them once more, the whole prompt's keys and values).
   const int64_t kv = config_.kv_heads;
-  const Tensor k = cat({in_position_order(cache.k, position), project_heads(*k_proj, x, kv, position, true)}, 2);
-  const Tensor v = cat({in_position_order(cache.v, position), project_heads(*v_proj, x, kv, position, false)}, 2);
+  const auto after_cache = [&](const Tensor& buffer, const Tensor& prompt) {
+    return position == 0 ? prompt : cat({in_position_order(buffer, position), prompt}, 2);
+  };
+  const Tensor k = after_cache(cache.k, project_heads(*k_proj, x, kv, position, true));
+  const Tensor v = after_cache(cache.v, project_heads(*v_proj, x, kv, position, false));
   const Tensor out = o_proj->forward(attend(q, k, v));
   const Tensor new_k = ring_layout(k, tokens, columns), new_v = ring_layout(v, tokens, columns);
   if (cache.reserved > 0) {  // reserved memory stays where it is (a captured graph reads it)
