@@ -93,8 +93,13 @@ std::unique_ptr<DecodeGraph> DecodeGraph::capture(nn::LanguageModel& model, Stat
     if (slot->defined() && !slot->is_contiguous()) *slot = contiguous(*slot);  // copied over in place below
     graph->inputs_.push_back(*slot);
   }
-  for (Tensor& ids : graph->ids_) ids = zeros({batch}, {kInt64, device});
-  graph->u_ = zeros({batch}, {kFloat64, device});
+  // The ids a replay reads; with a draw, also the second buffer the two graphs take turns with and
+  // the uniforms (a graph without one never touches them).
+  graph->ids_[0] = zeros({batch}, {kInt64, device});
+  if (draw) {
+    graph->ids_[1] = zeros({batch}, {kInt64, device});
+    graph->u_ = zeros({batch}, {kFloat64, device});
+  }
   const Positions positions(state);
   try {
     for (int k = 0; k < (draw ? 2 : 1); ++k) {

@@ -11,8 +11,9 @@
 //   Griffin, WQKV pooling) do; softmax attention's KV cache does once it is reserved
 //   (LanguageModel::reserve: sized for the tokens to come, written in place by the step), and
 //   not before, since it grows (capture() then says so). Replaying past the reserve is an error.
-// - The step reads its inputs from buffers of its own: the ids (copied in by step()) and the
-//   state's tensors as they were at the capture. The step computes each new state tensor into
+// - The step reads its inputs from buffers of its own: the ids (copied in by step(); in a graph
+//   captured with a draw, the ids the previous replay drew, see capture()) and the state's tensors
+//   as they were at the capture. The step computes each new state tensor into
 //   the graph's memory and, as its last kernels, copies it back over the old one, so the
 //   state object keeps pointing at the same buffers and the next replay reads the new values
 //   (a tensor the step writes in place, like the KV cache, needs no copy).
@@ -32,8 +33,9 @@ namespace linea::train {
 class DecodeGraph {
  public:
   // Captures model.step() on `state`, a state of `batch` sequences on the CUDA `device`; the
-  // state is left as it was (the capture runs nothing). nullptr, with the reason in *why_not, where the step cannot be replayed: not a CUDA
-  // device, a state that changes shape as it decodes, or work the capture refused.
+  // state is left as it was (the capture runs nothing). nullptr, with the reason in *why_not,
+  // where the step cannot be replayed: not a CUDA device, a state that changes shape as it
+  // decodes, or work the capture refused.
   //
   // With `draw`, each replay also draws the next ids from its logits (sample_tokens with those
   // parameters) into a buffer of the graph's own, where the next replay reads them: a decoding
@@ -83,7 +85,7 @@ class DecodeGraph {
   nn::LanguageModel::State& state_;
   std::optional<SamplingParams> draw_;
   Tensor ids_[2];               // the steps' inputs, (B) Int64 (without a draw, ids_[0] alone)
-  Tensor u_;                    // the draw's uniforms, (B) Float64
+  Tensor u_;                    // the draw's uniforms, (B) Float64 (with a draw only)
   std::vector<Tensor> inputs_;  // the state's tensors the graph reads and overwrites
   Replay replays_[2];           // without a draw, replays_[0] alone
   int next_ = 0;                // the replay the next step runs
