@@ -83,7 +83,8 @@ std::vector<Case> cases() {
       all.push_back({rows, in, out, RowNorm::RMS, true, GeluTanh, true, false, true});
       all.push_back({rows, in, out, RowNorm::None, true, Relu, true, true, true});
     }
-  // 5000 outputs are more than the grid (8 blocks of 4 warps per SM) has warps: some take two.
+  // 5000 outputs are more than the grid has warps (one block of 16 warps per SM for a plain
+  // product, up to 8 blocks of 4 for a gated one): some take two or more.
   for (int64_t out : {2100, 5000}) {
     all.push_back({1, 72, out, RowNorm::RMS, true, Silu, true, true, true});
     all.push_back({3, 130, out, RowNorm::Layer, false, GeluErf, false, false, true});
