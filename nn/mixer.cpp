@@ -30,6 +30,11 @@ void own_storage(DecodeState& state) {
   }
 }
 
+Tensor SequenceMixer::prefill_last(const Tensor& x, DecodeState& state) {
+  const Tensor out = prefill(x, state);
+  return narrow(out, 1, out.size(1) - 1, 1);
+}
+
 std::unique_ptr<DecodeState> SequenceMixer::stack_states(const std::vector<const DecodeState*>& rows) const {
   LINEA_CHECK(!rows.empty(), "stack_states", "needs at least one state");
   std::unique_ptr<DecodeState> out = init_state(0);

@@ -60,6 +60,11 @@ class SequenceMixer : public Module {
   // state equal those of T calls of step(). A layer whose training forward looks at the whole
   // sequence (ReGLA's global key max) prefills as it decodes, causally.
   virtual Tensor prefill(const Tensor& x, DecodeState& state) = 0;
+  // prefill() for a caller that needs the output at the last token only (a model's last layer,
+  // whose other outputs feed nothing): (B, 1, D), and the same state. The default narrows
+  // prefill()'s; softmax attention attends from the last query alone, linear attention norms and
+  // projects the last token's output alone.
+  virtual Tensor prefill_last(const Tensor& x, DecodeState& state);
   // One state for the sequences of `rows` (states this layer made, with any batch each), in
   // order: batch = the sum of theirs. They may have seen different numbers of tokens. The
   // default concatenates every tensor of DecodeState::members() along the batch, which suits any

@@ -116,6 +116,11 @@ Tensor Block::prefill(const Tensor& x, DecodeState& mixer_state) {
   return h + mlp_branch(h);
 }
 
+Tensor Block::prefill_last(const Tensor& x, DecodeState& mixer_state) {
+  const Tensor h = narrow(x, 1, x.size(1) - 1, 1) + mixer->prefill_last(mixer_norm->forward(x), mixer_state);
+  return h + mlp_branch(h);
+}
+
 // ---- LoRA ----
 
 namespace {
@@ -230,10 +235,13 @@ Tensor LanguageModel::prefill(const Tensor& ids, State& state) {
   LINEA_CHECK(ids.dim() == 2 && ids.size(1) > 0, "LanguageModel",
               "prefill takes (batch, time) ids with at least one token, got ", ids.describe());
   check_state(state, ids.size(1));
+  // Only the next token's logits are wanted: the last layer computes its output at the last
+  // token alone (its state still takes in every token), and the head sees that one.
   Tensor h = embed_->forward(ids);
-  for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->prefill(h, *state.layers[i]);
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    h = i + 1 < blocks_.size() ? blocks_[i]->prefill(h, *state.layers[i]) : blocks_[i]->prefill_last(h, *state.layers[i]);
   state.position += ids.size(1);
-  return logits(select(h, 1, ids.size(1) - 1));  // the head only where the next token is drawn
+  return logits(select(h, 1, h.size(1) - 1));
 }
 
 LanguageModel::State LanguageModel::stack_states(const std::vector<const State*>& rows) const {

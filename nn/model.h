@@ -50,6 +50,8 @@ class Block : public Module {
   Tensor forward(const Tensor& x, MixerIO* io = nullptr);
   Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
   Tensor prefill(const Tensor& x, DecodeState& mixer_state);  // (B, T, D)
+  // The output at the last token only, (B, 1, D) (SequenceMixer::prefill_last).
+  Tensor prefill_last(const Tensor& x, DecodeState& mixer_state);
 
   std::shared_ptr<Norm> mixer_norm, mlp_norm;
   std::shared_ptr<FeedForward> mlp;

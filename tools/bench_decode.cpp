@@ -3,7 +3,9 @@
 //   prefill    the time to process a prompt of that length in one pass (LanguageModel::prefill),
 //              beside the training forward over the same tokens (the goal: prefill at
 //              least as fast), and with --compare-steps the prompt fed token by token, as
-//              `linea generate` did before prefill existed;
+//              `linea generate` did before prefill existed; on CUDA also prefill_host_ms and
+//              forward_host_ms, the host's time to queue each (no wait for the GPU): where it is
+//              about the whole time, the host sets the pace, not the GPU;
 //   decode     tokens/s continuing from that context at each batch size (the prompt's state
 //              stacked once per row); on CUDA also decode_b<batch>_graph: the step replayed
 //              from a CUDA graph together with the greedy draw (train/decode_graph.h),
@@ -88,10 +90,18 @@ class DecodeBench {
       sync();
     };
     const double prefill_ms = timed(line, "prefill", context, prefill);
+    auto forward = [&] { model_.forward(ids); };
     timed(line, "forward", context, [&] {
-      model_.forward(ids);
+      forward();
       sync();
     });
+    if (device_.is_cuda()) {
+      line.add("prefill_host_ms", host_ms([&] {
+        prompt_state = model_.init_state(1);
+        logits = model_.prefill(ids, prompt_state);
+      }));
+      line.add("forward_host_ms", host_ms(forward));
+    }
     if (c_.compare_steps) {  // one run: at long contexts it takes as long as generating the prompt
       const double ms = bench::median_ms(1, [&] {
         nn::LanguageModel::State state = model_.init_state(1);
@@ -123,6 +133,14 @@ class DecodeBench {
 
   void sync() const {
     if (device_.is_cuda()) cuda::synchronize(device_.index);
+  }
+
+  // The host's median time to queue fn's work, the device drained before each run and after the
+  // last.
+  double host_ms(const std::function<void()>& fn) {
+    const double ms = bench::median_ms_with_setup(c_.repeats, [&] { sync(); }, fn, c_.warmup);
+    sync();
+    return ms;
   }
 
   // <what>_ms, <what>_tok_s for `tokens` tokens, <what>_peak_mib; returns the milliseconds.

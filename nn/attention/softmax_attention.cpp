@@ -144,8 +144,10 @@ Tensor SoftmaxAttention::attend(const Tensor& q, const Tensor& k, const Tensor& 
     const Tensor out = scaled_dot_product_attention(q, k, v, config_.window);  // (B, H, Tq, dh)
     return reshape(transpose(out, 1, 2), {batch, tq, config_.heads * config_.head_dim});
   }
-  // With one query (decoding) every key kept in the cache is visible: no mask needed.
-  const Tensor allowed = tq == 1 ? Tensor() : allowed_positions(tq, tk - tq, tk, 0, config_.window, q.device());
+  // One query that sees every key (decoding: the cache keeps no more than the window) needs no
+  // mask; the last query of a prompt longer than the window does.
+  const bool sees_all = tq == 1 && (config_.window == 0 || tk <= config_.window);
+  const Tensor allowed = sees_all ? Tensor() : allowed_positions(tq, tk - tq, tk, 0, config_.window, q.device());
   return attend_composite(q, k, v, allowed);
 }
 
@@ -239,14 +241,21 @@ Tensor SoftmaxAttention::step_differentiable(const Tensor& q, const Tensor& k, c
 }
 
 Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
+  return prefill_queries(x, state, x.defined() && x.dim() == 3 ? x.size(1) : 0);
+}
+
+Tensor SoftmaxAttention::prefill_last(const Tensor& x, DecodeState& state) { return prefill_queries(x, state, 1); }
+
+Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, int64_t queries) {
   KVCache& cache = prefill_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
   LINEA_CHECK(cache.lag.empty(), "SoftmaxAttention",
               "prefill continues a state whose rows have all seen the same number of tokens; this one was stacked "
               "from sequences of different lengths (prefill each alone, then stack)");
   const int64_t position = cache.position, tokens = position + x.size(1);
   const int64_t columns = columns_for(cache, tokens, config_.window);
-  const Tensor q = project_heads(*q_proj, x, config_.heads, position, true);
-  // The keys seen so far in position order, then the prompt's: the queries are the last T of
+  const int64_t first_query = x.size(1) - queries;
+  const Tensor q = project_heads(*q_proj, narrow(x, 1, first_query, queries), config_.heads, position + first_query, true);
+  // The keys seen so far in position order, then the prompt's: the queries are the last ones of
   // them, as attend() expects. A cache that has seen nothing adds nothing: the prompt's keys are
   // used as they come (a cat would copy them once more, the whole prompt's keys and values).
   const int64_t kv = config_.kv_heads;

@@ -61,6 +61,7 @@ class SoftmaxAttention : public SequenceMixer {
   // The block's norm folded into the q, k, v product and the residual into o_proj's (no grad).
   Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state) override;
   Tensor prefill(const Tensor& x, DecodeState& state) override;
+  Tensor prefill_last(const Tensor& x, DecodeState& state) override;
   std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const override;
   void reserve(DecodeState& state, int64_t tokens) const override;
 
@@ -82,6 +83,9 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor step_differentiable(const Tensor& q, const Tensor& k, const Tensor& v, DecodeState& state);
   // step() on input_norm(x) (x itself without a norm), plus `residual` (undefined: none).
   Tensor decode(const Tensor& x, DecodeState& state, const Norm* input_norm, const Tensor& residual);
+  // prefill() with the outputs of the last `queries` tokens only (T or 1): every key and value
+  // goes into the cache, only those queries attend.
+  Tensor prefill_queries(const Tensor& x, DecodeState& state, int64_t queries);
 
   SoftmaxAttentionConfig config_;
   std::shared_ptr<RoPE> rope_;

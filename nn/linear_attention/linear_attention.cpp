@@ -247,7 +247,13 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s, con
   return fused_product(*out_proj_, reshape(r.out, {B, H * config_.head_dim}), {.residual = residual});
 }
 
-Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {
+Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) { return prefill_outputs(x, state_in, false); }
+
+Tensor LinearAttention::prefill_last(const Tensor& x, DecodeState& state_in) {
+  return prefill_outputs(x, state_in, true);
+}
+
+Tensor LinearAttention::prefill_outputs(const Tensor& x, DecodeState& state_in, bool last_only) {
   LinearAttentionState* s = &prefill_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
                                                                  &LinearAttentionState::state);
   const ScanInputs in = prepare(x, s->key_max, KeyMaxMode::Prefix);
@@ -257,7 +263,7 @@ Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {
   s->key_max = in.last_key_max;
   s->position += x.size(1);
   own_storage(*s);
-  return finish(transpose(o, 1, 2));
+  return finish(transpose(last_only ? narrow(o, 2, o.size(2) - 1, 1) : o, 1, 2));
 }
 
 // ---- presets -------------------------------------------------------------------------------------

@@ -131,6 +131,7 @@ class LinearAttention : public SequenceMixer {
   Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state) override;
   // With KeyMaxMode::Global too it normalizes keys by the running max, as step() does.
   Tensor prefill(const Tensor& x, DecodeState& state) override;
+  Tensor prefill_last(const Tensor& x, DecodeState& state) override;
 
   const LinearAttentionConfig& config() const { return config_; }
   int64_t key_dim() const { return key_dim_; }
@@ -153,6 +154,8 @@ class LinearAttention : public SequenceMixer {
                     const Tensor& residual = Tensor());
   // o (B, T, H, state_value_dim) -> y (B, T, D): sum normalization, norm, merge, out projection.
   Tensor finish(const Tensor& o);
+  // prefill(), with the output of the last token only when last_only (prefill_last).
+  Tensor prefill_outputs(const Tensor& x, DecodeState& state, bool last_only);
   Tensor heads_first(const Tensor& y, int64_t width) const;  // (B, T, H w) -> (B, H, T, w)
 
   LinearAttentionConfig config_;

@@ -84,10 +84,12 @@ std::vector<Case> cases() {
       all.push_back({rows, in, out, RowNorm::None, true, Relu, true, true, true});
     }
   // 5000 outputs are more than the grid has warps (one block of 16 warps per SM for a plain
-  // product, up to 8 blocks of 4 for a gated one): some take two or more.
+  // product, up to 8 blocks of 4 for a gated one): some take two or more, with and without a
+  // bias, gated and plain.
   for (int64_t out : {2100, 5000}) {
     all.push_back({1, 72, out, RowNorm::RMS, true, Silu, true, true, true});
     all.push_back({3, 130, out, RowNorm::Layer, false, GeluErf, false, false, true});
+    all.push_back({2, 96, out, RowNorm::RMS, true, Relu, true, false, true});
   }
   return all;
 }

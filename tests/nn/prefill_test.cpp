@@ -3,8 +3,9 @@
 // head, the composite scan, the global key max, the unfused feature map), prefilling a prompt
 // leaves the state and next-token logits that feeding it token by token through step() leaves,
 // at prompt lengths around a chunk (63, 64, 65), a single token and a long prompt (1000); decoding
-// then goes on alike from either. States of sequences of different lengths, stacked into one
-// batch, decode each row as it would decode alone.
+// then goes on alike from either. The last layer's output at the last token alone (prefill_last)
+// is the last row of its whole output, with the same state. States of sequences of different
+// lengths, stacked into one batch, decode each row as it would decode alone.
 #include <ostream>
 #include <string>
 #include <vector>
@@ -163,6 +164,43 @@ TEST_P(PrefillContinues, FromAStateThatStepsAndPrefillsAdvanced) {
 INSTANTIATE_TEST_SUITE_P(Letters, PrefillContinues, ::testing::ValuesIn(every_letter()),
                          [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(OtherPaths, PrefillContinues, ::testing::ValuesIn(other_paths()),
+                         [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
+
+class PrefillLast : public ::testing::TestWithParam<Variant> {};
+
+// A model's last layer prefills through prefill_last (LanguageModel::prefill): its one output is
+// the last row of what prefill gives, and it leaves the same state, from a fresh state and from
+// one that has seen tokens already.
+TEST_P(PrefillLast, IsTheLastRowOfPrefillWithTheSameState) {
+  NoGradGuard no_grad;
+  auto model = make_model(GetParam(), kFloat64, 14);
+  SequenceMixer& mixer = *model->blocks()[0]->mixer;
+  Generator gen(8);
+  const Tensor before = randn({2, 5, 16}, kFloat64, &gen);
+  for (int64_t length : {1, 37}) {
+    const Tensor x = randn({2, length, 16}, kFloat64, &gen);
+    for (bool seen_some : {false, true}) {
+      std::unique_ptr<DecodeState> whole = mixer.init_state(2), last = mixer.init_state(2);
+      if (seen_some) mixer.prefill(before, *whole), mixer.prefill(before, *last);
+      const Tensor all_rows = mixer.prefill(x, *whole);
+      const Tensor last_row = mixer.prefill_last(x, *last);
+      const std::string where = "T=" + std::to_string(length) + (seen_some ? " after 5 tokens" : " from a fresh state");
+      ASSERT_EQ(last_row.shape(), Shape({2, 1, 16})) << where;
+      EXPECT_LE(relative_diff(last_row, narrow(all_rows, 1, length - 1, 1)), 1e-12) << where;
+      const auto a = whole->tensors(), b = last->tensors();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t m = 0; m < a.size(); ++m) {
+        ASSERT_EQ(a[m].second.defined(), b[m].second.defined()) << where << " " << a[m].first;
+        if (a[m].second.defined())
+          EXPECT_LE(relative_diff(a[m].second, b[m].second), 1e-12) << where << " " << a[m].first;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Letters, PrefillLast, ::testing::ValuesIn(every_letter()),
+                         [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(OtherPaths, PrefillLast, ::testing::ValuesIn(other_paths()),
                          [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
 
 class StackedStates : public ::testing::TestWithParam<Variant> {};
