@@ -241,6 +241,7 @@ Tensor SoftmaxAttention::step_differentiable(const Tensor& q, const Tensor& k, c
 }
 
 Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
+  // (An x that is not (B, T, D) gets 0 queries here and its error from prefill_queries' check.)
   return prefill_queries(x, state, x.defined() && x.dim() == 3 ? x.size(1) : 0);
 }
 
