@@ -86,42 +86,36 @@ void check_length(uint32_t n) {
               kMaxPayload, "): it does not speak linea's rendezvous protocol");
 }
 
-}  // namespace
-
-Io write_all(int fd, const void* data, size_t size, Clock::time_point deadline) {
-  const char* p = static_cast<const char*>(data);
+// Moves `size` bytes at p through `move_some` (a non-blocking send or recv of up to n bytes at p,
+// returning what it returns), waiting for `events` on fd whenever the socket is not ready.
+template <class Byte, class MoveSome>
+Io move_all(int fd, Byte* p, size_t size, short events, Clock::time_point deadline, MoveSome move_some) {
   while (size > 0) {
-    const ssize_t sent = ::send(fd, p, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent > 0) {
-      p += sent;
-      size -= static_cast<size_t>(sent);
-    } else if (sent < 0 && errno == EINTR) {
+    const ssize_t moved = move_some(p, size);
+    if (moved > 0) {
+      p += moved;
+      size -= static_cast<size_t>(moved);
+    } else if (moved < 0 && errno == EINTR) {
       continue;
-    } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLOUT, deadline)) return Io::kTimeout;
+    } else if (moved < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_ready(fd, events, deadline)) return Io::kTimeout;
     } else {
-      return Io::kClosed;  // EPIPE, ECONNRESET, ...: the peer is gone
+      return Io::kClosed;  // recv's 0: end of stream; EPIPE, ECONNRESET, ...: the peer is gone
     }
   }
   return Io::kOk;
 }
 
+}  // namespace
+
+Io write_all(int fd, const void* data, size_t size, Clock::time_point deadline) {
+  return move_all(fd, static_cast<const char*>(data), size, POLLOUT, deadline,
+                  [fd](const char* p, size_t n) { return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT); });
+}
+
 Io read_exact(int fd, void* data, size_t size, Clock::time_point deadline) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t got = ::recv(fd, p, size, MSG_DONTWAIT);
-    if (got > 0) {
-      p += got;
-      size -= static_cast<size_t>(got);
-    } else if (got < 0 && errno == EINTR) {
-      continue;
-    } else if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLIN, deadline)) return Io::kTimeout;
-    } else {
-      return Io::kClosed;  // 0: end of stream; <0: reset
-    }
-  }
-  return Io::kOk;
+  return move_all(fd, static_cast<char*>(data), size, POLLIN, deadline,
+                  [fd](char* p, size_t n) { return ::recv(fd, p, n, MSG_DONTWAIT); });
 }
 
 Io read_frame(int fd, Frame& frame, Clock::time_point deadline) {
