@@ -33,6 +33,14 @@ void add_single(Table& table, const std::string& name, const Shape& shape, Unary
       [fn = std::move(fn)](const std::vector<Tensor>& x) { return fn(x[0]); }, options);
 }
 
+void add_int_arg_cases(Table& table, const std::vector<IntArgOp>& ops, const std::vector<IntArgLayout>& layouts,
+                       Draw draw) {
+  for (const IntArgOp& op : ops)
+    for (const IntArgLayout& l : layouts)
+      add_single(table, op.name + "/" + l.name, l.shape,
+                 [fn = op.fn, l](const Tensor& x) { return fn(l.view(x), l.arg); }, draw);
+}
+
 Draw normal(double scale) {
   return [scale](const Shape& shape, Generator& gen) { return randn(shape, kFloat64, &gen) * scale; };
 }

@@ -61,6 +61,21 @@ struct Layout {
 std::vector<Layout> elementwise_layouts();
 Tensor identity(const Tensor& x);
 
+// Ops of one tensor and an integer (softmax's dim, tril's diagonal offset), each checked under
+// layouts that bring their own integer: one row "<op>/<layout>" per pair, f(x) = fn(view(x), arg).
+struct IntArgOp {
+  std::string name;
+  std::function<Tensor(const Tensor&, int64_t)> fn;
+};
+struct IntArgLayout {
+  std::string name;
+  Shape shape;  // the leaf's shape
+  int64_t arg;
+  Unary view = identity;
+};
+void add_int_arg_cases(Table& table, const std::vector<IntArgOp>& ops, const std::vector<IntArgLayout>& layouts,
+                       Draw draw = nullptr);
+
 // ---- the families of rows ----
 void add_unary_cases(Table& table);        // gradcheck_cases_elementwise.cpp
 void add_binary_cases(Table& table);       // gradcheck_cases_elementwise.cpp

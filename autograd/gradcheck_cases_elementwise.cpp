@@ -162,30 +162,17 @@ void add_selection_cases(Table& table) {
   add_single(table, "masked_fill/transposed", {4, 3},
              [cond_full](const Tensor& x) { return masked_fill(transpose(x, 0, 1), cond_full, 0.0); });
 
-  struct Triangle {
-    std::string op;
-    std::function<Tensor(const Tensor&, int64_t)> fn;
-  };
-  const std::vector<Triangle> triangles = {{"tril", [](const Tensor& x, int64_t k) { return tril(x, k); }},
+  const std::vector<IntArgOp> triangles = {{"tril", [](const Tensor& x, int64_t k) { return tril(x, k); }},
                                            {"triu", [](const Tensor& x, int64_t k) { return triu(x, k); }}};
-  struct TriangleLayout {
-    std::string name;
-    Shape shape;
-    int64_t k;
-    Unary view;
-  };
-  const std::vector<TriangleLayout> layouts = {
-      {"square", {4, 4}, 0, identity},
-      {"above_diagonal", {4, 4}, 1, identity},
-      {"below_diagonal", {3, 5}, -1, identity},
-      {"batched", {2, 3, 4}, 0, identity},
+  const std::vector<IntArgLayout> diagonals = {
+      {"square", {4, 4}, 0},
+      {"above_diagonal", {4, 4}, 1},
+      {"below_diagonal", {3, 5}, -1},
+      {"batched", {2, 3, 4}, 0},
       {"transposed", {5, 3}, 0, [](const Tensor& x) { return transpose(x, 0, 1); }},
-      {"zero_size", {0, 3, 3}, 0, identity},
+      {"zero_size", {0, 3, 3}, 0},
   };
-  for (const Triangle& tri : triangles)
-    for (const TriangleLayout& l : layouts)
-      add_single(table, tri.op + "/" + l.name, l.shape,
-                 [fn = tri.fn, k = l.k, view = l.view](const Tensor& x) { return fn(view(x), k); });
+  add_int_arg_cases(table, triangles, diagonals);
 }
 
 }  // namespace linea::gradcheck::cases

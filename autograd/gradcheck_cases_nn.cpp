@@ -15,19 +15,9 @@ Tensor transposed(const Tensor& x) { return transpose(x, 0, 1); }
 }  // namespace
 
 void add_softmax_cases(Table& table) {
-  struct Op {
-    std::string name;
-    std::function<Tensor(const Tensor&, int64_t)> fn;
-  };
-  const std::vector<Op> ops = {{"softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }},
-                               {"log_softmax", [](const Tensor& x, int64_t d) { return log_softmax(x, d); }}};
-  struct SoftmaxLayout {
-    std::string name;
-    Shape shape;
-    int64_t dim;
-    Unary view = identity;
-  };
-  const std::vector<SoftmaxLayout> layouts = {
+  const std::vector<IntArgOp> ops = {{"softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }},
+                                     {"log_softmax", [](const Tensor& x, int64_t d) { return log_softmax(x, d); }}};
+  const std::vector<IntArgLayout> layouts = {
       {"last_dim", {3, 5}, -1},
       {"first_dim", {3, 5}, 0},
       {"middle_dim", {2, 4, 3}, 1},
@@ -39,10 +29,7 @@ void add_softmax_cases(Table& table) {
       {"zero_rows", {0, 5}, -1},
       {"scalar", {}, 0},
   };
-  for (const Op& op : ops)
-    for (const SoftmaxLayout& l : layouts)
-      add_single(table, op.name + "/" + l.name, l.shape,
-                 [fn = op.fn, l](const Tensor& x) { return fn(l.view(x), l.dim); }, normal(2.0));
+  add_int_arg_cases(table, ops, layouts, normal(2.0));
 
   struct LossRow {
     std::string name;
