@@ -4,9 +4,12 @@
 
 namespace linea::nn {
 
-LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps) {
-  check_positive(dim, "dim", "LayerNorm");
-  LINEA_CHECK(eps >= 0, "LayerNorm", "eps must be non-negative, got ", eps);
+Norm::Norm(int64_t dim, double eps, const char* layer) : dim_(dim), eps_(eps) {
+  check_positive(dim, "dim", layer);
+  LINEA_CHECK(eps >= 0, layer, "eps must be non-negative, got ", eps);
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : Norm(dim, eps, "LayerNorm") {
   if (!affine) return;
   weight = ones({dim});
   bias = zeros({dim});
@@ -15,26 +18,24 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : dim_(dim), eps_(eps
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  check_last_dim(x, dim_, "LayerNorm");
-  return layer_norm(x, weight, bias, eps_);
+  check_last_dim(x, dim(), "LayerNorm");
+  return layer_norm(x, weight, bias, eps());
 }
 
-InputNorm LayerNorm::as_input_norm() const { return {RowNorm::Layer, weight, bias, eps_}; }
+InputNorm LayerNorm::as_input_norm() const { return {RowNorm::Layer, weight, bias, eps()}; }
 
-RMSNorm::RMSNorm(int64_t dim, double eps, bool with_weight) : dim_(dim), eps_(eps) {
-  check_positive(dim, "dim", "RMSNorm");
-  LINEA_CHECK(eps >= 0, "RMSNorm", "eps must be non-negative, got ", eps);
+RMSNorm::RMSNorm(int64_t dim, double eps, bool with_weight) : Norm(dim, eps, "RMSNorm") {
   if (!with_weight) return;
   weight = ones({dim});
   register_parameter("weight", &weight, /*weight_decay=*/false);
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
-  check_last_dim(x, dim_, "RMSNorm");
-  return rms_norm(x, weight, eps_);
+  check_last_dim(x, dim(), "RMSNorm");
+  return rms_norm(x, weight, eps());
 }
 
-InputNorm RMSNorm::as_input_norm() const { return {RowNorm::RMS, weight, Tensor(), eps_}; }
+InputNorm RMSNorm::as_input_norm() const { return {RowNorm::RMS, weight, Tensor(), eps()}; }
 
 HeadNorm::HeadNorm(int64_t num_heads, int64_t head_dim, HeadNormOptions options)
     : num_heads_(num_heads), head_dim_(head_dim), options_(options) {

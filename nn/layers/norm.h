@@ -25,6 +25,16 @@ class Norm : public Module {
  public:
   virtual Tensor forward(const Tensor& x) const = 0;  // (..., dim) -> (..., dim)
   virtual InputNorm as_input_norm() const = 0;
+
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+
+ protected:
+  Norm(int64_t dim, double eps, const char* layer);  // dim > 0 and eps >= 0, else an Error naming the layer
+
+ private:
+  int64_t dim_;
+  double eps_;
 };
 
 class LayerNorm : public Norm {
@@ -33,15 +43,8 @@ class LayerNorm : public Norm {
   Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
   InputNorm as_input_norm() const override;
 
-  int64_t dim() const { return dim_; }
-  double eps() const { return eps_; }
-
   Tensor weight;  // (dim), ones; undefined when not affine
   Tensor bias;    // (dim), zeros; undefined when not affine
-
- private:
-  int64_t dim_;
-  double eps_;
 };
 
 class RMSNorm : public Norm {
@@ -50,14 +53,7 @@ class RMSNorm : public Norm {
   Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
   InputNorm as_input_norm() const override;
 
-  int64_t dim() const { return dim_; }
-  double eps() const { return eps_; }
-
   Tensor weight;  // (dim), ones; undefined without weight
-
- private:
-  int64_t dim_;
-  double eps_;
 };
 
 // The per-head ("group") norm on attention outputs before heads are merged: the "stable
