@@ -38,13 +38,8 @@ void add_row(Cases& cases, const std::string& situation, const LinearAttentionCo
   const LinearAttentionConfig c = small(config);
   cases.push_back(module_case(
       "LinearAttention/" + situation, [c](Generator& gen) { return std::make_shared<LinearAttention>(c, gen); },
-      inputs_of({{kB, kT, kD}}), [decode](LinearAttention& m, const Inputs& x) {
-        if (!decode) return m.forward(x[0]);
-        auto state = m.init_state(x[0].size(0));
-        std::vector<Tensor> ys;
-        for (int64_t t = 0; t < x[0].size(1); ++t) ys.push_back(m.step(select(x[0], 1, t), *state));
-        return stack(ys, 1);
-      }));
+      inputs_of({{kB, kT, kD}}),
+      [decode](LinearAttention& m, const Inputs& x) { return mixer_output(m, x[0], decode); }));
 }
 
 }  // namespace

@@ -26,13 +26,7 @@ void add_mixer_rows(Cases& cases, const std::string& name, const Config& config)
   for (const bool decode : {false, true})
     cases.push_back(module_case(
         name + (decode ? "_decode" : ""), [config](Generator& gen) { return std::make_shared<Layer>(config, gen); },
-        inputs_of({{kB, kT, kD}}), [decode](Layer& m, const Inputs& x) {
-          if (!decode) return m.forward(x[0]);
-          auto state = m.init_state(x[0].size(0));
-          std::vector<Tensor> ys;
-          for (int64_t t = 0; t < x[0].size(1); ++t) ys.push_back(m.step(select(x[0], 1, t), *state));
-          return stack(ys, 1);
-        }));
+        inputs_of({{kB, kT, kD}}), [decode](Layer& m, const Inputs& x) { return mixer_output(m, x[0], decode); }));
 }
 
 void add_deltanet_rows(Cases& cases) {

@@ -10,6 +10,14 @@ MakeInputs inputs_of(std::vector<Shape> shapes, double scale) {
   };
 }
 
+Tensor mixer_output(SequenceMixer& mixer, const Tensor& x, bool decode) {
+  if (!decode) return mixer.forward(x);
+  auto state = mixer.init_state(x.size(0));
+  std::vector<Tensor> ys;
+  for (int64_t t = 0; t < x.size(1); ++t) ys.push_back(mixer.step(select(x, 1, t), *state));
+  return stack(ys, 1);
+}
+
 gradcheck::Function with_parameters(std::shared_ptr<Module> module, ModuleForward forward, size_t num_inputs) {
   return [module = std::move(module), forward = std::move(forward), num_inputs](const std::vector<Tensor>& all) {
     LINEA_CHECK(all.size() >= num_inputs, "with_parameters", "got ", all.size(), " tensors for ", num_inputs,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/gradcheck_cases.h"
+#include "nn/mixer.h"
 #include "nn/module.h"
 
 namespace linea::nn {
@@ -41,6 +42,10 @@ std::vector<Tensor> jittered_parameters(const Module& module, Generator& gen, do
 // Checks forward w.r.t. inputs and every parameter of module (converted to float64).
 gradcheck::Result check_module(Module& module, const std::vector<Tensor>& inputs, const ModuleForward& forward,
                                const gradcheck::Options& options = {});
+
+// A sequence mixer's output over x (B, T, D): its parallel form, or with `decode` its decoding
+// form one token at a time (the rows that check both forms' gradients).
+Tensor mixer_output(SequenceMixer& mixer, const Tensor& x, bool decode);
 
 namespace detail {
 gradcheck::Case module_case(std::string name, std::function<std::shared_ptr<Module>(Generator&)> build,
