@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/layers/check.h"
 #include "nn/layers/fused_product.h"
 
 namespace linea::nn {
@@ -115,11 +116,7 @@ SoftmaxAttention::SoftmaxAttention(const SoftmaxAttentionConfig& config, Generat
   LINEA_CHECK(c.d_model > 0 && c.heads > 0, "SoftmaxAttention", "needs d_model > 0 and heads > 0, got ", c.d_model,
               " and ", c.heads);
   if (c.kv_heads == 0) c.kv_heads = c.heads;
-  if (c.head_dim == 0) {
-    LINEA_CHECK(c.d_model % c.heads == 0, "SoftmaxAttention", "d_model ", c.d_model, " is not divisible by ", c.heads,
-                " heads (or set head_dim)");
-    c.head_dim = c.d_model / c.heads;
-  }
+  c.head_dim = resolved_head_dim(c.head_dim, c.d_model, c.heads, "SoftmaxAttention");
   LINEA_CHECK(c.kv_heads > 0 && c.heads % c.kv_heads == 0, "SoftmaxAttention", "kv_heads ", c.kv_heads,
               " must divide heads ", c.heads);
   LINEA_CHECK(c.window >= 0, "SoftmaxAttention", "window must be >= 0, got ", c.window);

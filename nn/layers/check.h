@@ -11,4 +11,8 @@ void check_last_dim(const Tensor& x, int64_t expected, const char* layer);
 // A layer's size argument is positive: "Linear: in_features must be positive, got 0".
 void check_positive(int64_t value, const char* what, const char* layer);
 
+// A layer's head_dim: as given, or d_model / heads when 0, where heads must then divide d_model:
+// "DeltaNet: d_model 10 is not divisible by 4 heads (or set head_dim)".
+int64_t resolved_head_dim(int64_t head_dim, int64_t d_model, int64_t heads, const char* layer);
+
 }  // namespace linea::nn

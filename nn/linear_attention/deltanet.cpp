@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/layers/check.h"
 #include "nn/names.h"
 #include "tensor/error.h"
 
@@ -214,11 +215,7 @@ DeltaNet::DeltaNet(const DeltaNetConfig& config, Generator& gen) : config_(confi
   DeltaNetConfig& c = config_;
   LINEA_CHECK(c.d_model > 0 && c.heads > 0, "DeltaNet", "needs d_model > 0 and heads > 0, got ", c.d_model, " and ",
               c.heads);
-  if (c.head_dim == 0) {
-    LINEA_CHECK(c.d_model % c.heads == 0, "DeltaNet", "d_model ", c.d_model, " is not divisible by ", c.heads,
-                " heads (or set head_dim)");
-    c.head_dim = c.d_model / c.heads;
-  }
+  c.head_dim = resolved_head_dim(c.head_dim, c.d_model, c.heads, "DeltaNet");
   LINEA_CHECK(c.head_dim > 0, "DeltaNet", "head_dim must be positive, got ", c.head_dim);
   LINEA_CHECK(is_power_of_two(c.chunk_size), "DeltaNet", "chunk_size must be a power of two, got ", c.chunk_size);
   LINEA_CHECK(c.l2_eps >= 0 && c.output_norm_eps >= 0, "DeltaNet", "eps values must be non-negative");

@@ -24,11 +24,7 @@ WqkvPooling::WqkvPooling(const WqkvConfig& config, Generator& gen) : config_(con
   check_positive(c.d_model, "d_model", "WqkvPooling");
   check_positive(c.heads, "heads", "WqkvPooling");
   check_positive(c.slots, "slots", "WqkvPooling");
-  if (c.head_dim == 0) {
-    LINEA_CHECK(c.d_model % c.heads == 0, "WqkvPooling", "d_model ", c.d_model, " is not divisible by ", c.heads,
-                " heads (or set head_dim)");
-    c.head_dim = c.d_model / c.heads;
-  }
+  c.head_dim = resolved_head_dim(c.head_dim, c.d_model, c.heads, "WqkvPooling");
   check_positive(c.head_dim, "head_dim", "WqkvPooling");
   check_scan_options(c.scan, "WqkvPooling");
   scale_ = c.scale == WqkvScale::InvSqrtDim ? 1.0 / std::sqrt(static_cast<double>(c.head_dim)) : 1.0;
