@@ -75,14 +75,10 @@ int run(const std::string& program, std::span<const std::string> args) {
             "a file of prompts, one per line, generated together as one batch (instead of --prompt)");
   flags.add("num-samples", &c.num_samples,
             "samples per prompt, generated as one batch; sample i (from 0) is drawn with seed + i");
-  flags.add("drop-unknown", &c.drop_unknown,
-            "leave out of the prompt what the tokenizer cannot encode (with a warning naming it) instead of failing");
   flags.add("tokens", &o.tokens, "new tokens to generate");
   flags.add("max-length", &o.max_length,
             "the most tokens a sequence may hold, prompt and new ones; more is an error (0: no limit)");
-  flags.add("temperature", &o.temperature, "0: greedy; higher: more random");
-  flags.add("top-k", &o.top_k, "sample among the k most likely tokens; 0: all");
-  flags.add("top-p", &o.top_p, "sample from the smallest set of tokens whose probability reaches p");
+  add_sampling_flags(flags, c.drop_unknown, o.temperature, o.top_k, o.top_p);
   flags.add("seed", &o.seed, "seed of the sampling");
   flags.add("device", &c.device, "cpu, cuda or cuda:N");
   add_precision_flag(flags, c.precision);

@@ -47,11 +47,15 @@ void add_run_flags(Flags& f, train::TrainOptions& o) {
   f.add("save-every", &o.save_every, "steps between checkpoints (one is always written at the end)");
   f.add("sample-tokens", &o.sample_tokens, "tokens generated after training; 0: none");
   f.add("prompt", &o.prompt, "prompt of the sample; text the tokenizer cannot encode is an error");
-  f.add("drop-unknown", &o.drop_unknown,
+  add_sampling_flags(f, o.drop_unknown, o.temperature, o.top_k, o.top_p);
+}
+
+void add_sampling_flags(Flags& f, bool& drop_unknown, double& temperature, int64_t& top_k, double& top_p) {
+  f.add("drop-unknown", &drop_unknown,
         "leave out of the prompt what the tokenizer cannot encode (with a warning naming it) instead of failing");
-  f.add("temperature", &o.temperature, "sampling temperature");
-  f.add("top-k", &o.top_k, "sample among the k most likely tokens; 0: all");
-  f.add("top-p", &o.top_p, "nucleus sampling threshold");
+  f.add("temperature", &temperature, "sampling temperature; 0: greedy, higher: more random");
+  f.add("top-k", &top_k, "sample among the k most likely tokens; 0: all");
+  f.add("top-p", &top_p, "nucleus sampling: sample from the smallest set of tokens whose probability reaches p");
 }
 
 void add_precision_flag(Flags& f, std::string& precision) {

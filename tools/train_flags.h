@@ -1,7 +1,7 @@
 #pragma once
 // The flags of train::TrainOptions, in the groups `linea train` and `linea linearize` share
 // (linearize takes its model and tokenizer from the trained run, so not those flags), and the
-// helpers both use around them.
+// helpers both use around them; `linea generate` shares the sampling flags.
 #include <string>
 
 #include "tools/flags.h"
@@ -13,6 +13,10 @@ void add_data_flags(Flags& f, train::TrainOptions& o);          // data, cache-d
 void add_optimization_flags(Flags& f, train::TrainOptions& o);  // steps, batch, seq, ... clip
 void add_lora_flags(Flags& f, train::TrainOptions& o);          // lora-rank, lora-alpha, lora-targets, merge-lora
 void add_run_flags(Flags& f, train::TrainOptions& o);           // seed, device, out, resume, evaluation, sample
+
+// --drop-unknown, --temperature, --top-k, --top-p: how a prompt is read and tokens are drawn, for
+// train's sample (in add_run_flags) and `linea generate`.
+void add_sampling_flags(Flags& f, bool& drop_unknown, double& temperature, int64_t& top_k, double& top_p);
 
 // --precision fp32|bf16 (nn/precision.h), for train, linearize, eval, generate and bench train.
 void add_precision_flag(Flags& f, std::string& precision);
