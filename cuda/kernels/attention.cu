@@ -134,6 +134,16 @@ __device__ __forceinline__ void store_rows(T* base, int64_t stride, int64_t row0
   }
 }
 
+// The same with one factor for every row.
+template <class L, class T>
+__device__ __forceinline__ void store_rows(T* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
+                                           const T (&acc)[L::RM][L::DN], T factor, int rg, int cg) {
+  T factors[L::RM];
+#pragma unroll
+  for (int i = 0; i < L::RM; ++i) factors[i] = factor;
+  store_rows<L>(base, stride, row0, n_rows, dh, acc, factors, rg, cg);
+}
+
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(ForwardTensors<T> a, AttentionShape s, T scale) {
@@ -299,16 +309,14 @@ __global__ void __launch_bounds__(kThreads)
   const RowSpan rows = row_span<BK>(k0, s);
   const int64_t group = s.heads / s.kv_heads;
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-    const T* lse_h = a.lse + (b * s.heads + h) * s.tq;
-    const T* delta_h = a.delta + (b * s.heads + h) * s.tq;
     for (int64_t q0 = (rows.first / BQ) * BQ; q0 <= rows.last; q0 += BQ) {
       __syncthreads();  // the previous tile's readers are done
       load_head_tile<BQ, D, kThreads>(sQ, a.q, a.qs, b, h, q0, s.tq, s.dh);
       load_head_tile<BQ, D, kThreads>(sdO, a.dout, a.dos, b, h, q0, s.tq, s.dh);
       for (int e = threadIdx.x; e < BQ; e += kThreads) {
-        const bool in = q0 + e < s.tq;
-        sLse[e] = in ? lse_h[q0 + e] : T(0);
-        sDelta[e] = in ? delta_h[q0 + e] : T(0);
+        const RowStats<T> r = row_stats(a, s, b, h, q0 + e);
+        sLse[e] = r.lse;
+        sDelta[e] = r.delta;
       }
       __syncthreads();
 
@@ -336,14 +344,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  T scaled[RM], one[RM];
-#pragma unroll
-  for (int i = 0; i < RM; ++i) {
-    scaled[i] = scale;
-    one[i] = 1;
-  }
-  store_rows<L>(a.dk + head_offset(a.dks, b, kvh, 0), a.dks.t, k0, s.tk, s.dh, dk_acc, scaled, rg, cg);
-  store_rows<L>(a.dv + head_offset(a.dvs, b, kvh, 0), a.dvs.t, k0, s.tk, s.dh, dv_acc, one, rg, cg);
+  store_rows<L>(a.dk + head_offset(a.dks, b, kvh, 0), a.dks.t, k0, s.tk, s.dh, dk_acc, scale, rg, cg);
+  store_rows<L>(a.dv + head_offset(a.dvs, b, kvh, 0), a.dvs.t, k0, s.tk, s.dh, dv_acc, T(1), rg, cg);
 }
 
 // One block per (batch, head, tile of BQ query rows): dq of those rows, streaming over the key
@@ -364,9 +366,9 @@ __global__ void __launch_bounds__(kThreads)
   T row_lse[RM], row_delta[RM], dq_acc[RM][DN] = {};
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
-    const int64_t row = t.q0 + rg * RM + i, at = (t.b * s.heads + t.h) * s.tq + row;
-    row_lse[i] = row < s.tq ? a.lse[at] : T(0);
-    row_delta[i] = row < s.tq ? a.delta[at] : T(0);
+    const RowStats<T> r = row_stats(a, s, t.b, t.h, t.q0 + rg * RM + i);
+    row_lse[i] = r.lse;
+    row_delta[i] = r.delta;
   }
 
   const KeySpan span = key_span<BQ, BK>(t.q0, s);
@@ -387,10 +389,7 @@ __global__ void __launch_bounds__(kThreads)
     accumulate_tile_product<L>(dq_acc, sS, sK, rg, cg);  // dq += ds k (times scale, at the end)
   }
 
-  T scaled[RM];
-#pragma unroll
-  for (int i = 0; i < RM; ++i) scaled[i] = scale;
-  store_rows<L>(a.dq + head_offset(a.dqs, t.b, t.h, 0), a.dqs.t, t.q0, s.tq, s.dh, dq_acc, scaled, rg, cg);
+  store_rows<L>(a.dq + head_offset(a.dqs, t.b, t.h, 0), a.dqs.t, t.q0, s.tq, s.dh, dq_acc, scale, rg, cg);
 }
 
 // ---- host side ----

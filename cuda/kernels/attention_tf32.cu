@@ -169,6 +169,14 @@ __device__ __forceinline__ void store_rows(float* base, int64_t stride, int64_t 
   }
 }
 
+// The same with one factor for both rows.
+template <int D>
+__device__ __forceinline__ void store_rows(float* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
+                                           const float (&acc)[Tile<D>::kSteps][4], float scale, int g, int t) {
+  const float both[2] = {scale, scale};
+  store_rows<D>(base, stride, row0, n_rows, dh, acc, both, g, t);
+}
+
 constexpr int kRows = 16 * kWarps;  // rows of a block's own tile
 constexpr int kCols = 64;           // rows of a streamed tile (the score tile's columns)
 
@@ -263,15 +271,14 @@ __global__ void __launch_bounds__(kThreads)
   const RowSpan rows = row_span<kRows>(kt.k0, s);
   const int64_t group = s.heads / s.kv_heads;
   for (int64_t h = kt.kvh * group; h < (kt.kvh + 1) * group; ++h) {
-    const int64_t bh = kt.b * s.heads + h;
     for (int64_t q0 = (rows.first / kCols) * kCols; q0 <= rows.last; q0 += kCols) {
       __syncthreads();  // the previous tile's readers are done
       load_head_tile<kCols, D>(sQ, a.q, a.qs, kt.b, h, q0, s.tq, s.dh);
       load_head_tile<kCols, D>(sdO, a.dout, a.dos, kt.b, h, q0, s.tq, s.dh);
       for (int e = threadIdx.x; e < kCols; e += kThreads) {
-        const bool in = q0 + e < s.tq;
-        sLse[e] = in ? a.lse[bh * s.tq + q0 + e] * kLog2e : 0.f;
-        sDelta[e] = in ? a.delta[bh * s.tq + q0 + e] : 0.f;
+        const RowStats<float> r = row_stats(a, s, kt.b, h, q0 + e);
+        sLse[e] = r.lse * kLog2e;
+        sDelta[e] = r.delta;
       }
       __syncthreads();
 
@@ -298,9 +305,9 @@ __global__ void __launch_bounds__(kThreads)
       accumulate_product<D>(dk, ds, sQ, g, t);
     }
   }
-  const float scale = scale_log2 / kLog2e, one[2] = {1.f, 1.f}, scaled[2] = {scale, scale};
-  store_rows<D>(a.dk + head_offset(a.dks, kt.b, kt.kvh, 0), a.dks.t, kt.k0 + 16 * warp, s.tk, s.dh, dk, scaled, g, t);
-  store_rows<D>(a.dv + head_offset(a.dvs, kt.b, kt.kvh, 0), a.dvs.t, kt.k0 + 16 * warp, s.tk, s.dh, dv, one, g, t);
+  const float scale = scale_log2 / kLog2e;
+  store_rows<D>(a.dk + head_offset(a.dks, kt.b, kt.kvh, 0), a.dks.t, kt.k0 + 16 * warp, s.tk, s.dh, dk, scale, g, t);
+  store_rows<D>(a.dv + head_offset(a.dvs, kt.b, kt.kvh, 0), a.dvs.t, kt.k0 + 16 * warp, s.tk, s.dh, dv, 1.f, g, t);
 }
 
 // One block per (batch, head, 64 query rows): dq of those rows, streaming over the key tiles they
@@ -313,16 +320,16 @@ __global__ void __launch_bounds__(kThreads)
   const auto [sQ, sdO, sK, sV, unused] = backward_tiles<float>(smem, kRows, kCols, P);
 
   const QueryTile tile = query_tile<kRows>(s);
-  const int64_t kvh = tile.h / (s.heads / s.kv_heads), bh = tile.b * s.heads + tile.h;
+  const int64_t kvh = tile.h / (s.heads / s.kv_heads);
   const auto [warp, g, t, row] = this_lane();
   load_head_tile<kRows, D>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
   load_head_tile<kRows, D>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
   float lse[2], delta[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int64_t r = tile.q0 + row + 8 * half;
-    lse[half] = r < s.tq ? a.lse[bh * s.tq + r] * kLog2e : 0.f;
-    delta[half] = r < s.tq ? a.delta[bh * s.tq + r] : 0.f;
+    const RowStats<float> r = row_stats(a, s, tile.b, tile.h, tile.q0 + row + 8 * half);
+    lse[half] = r.lse * kLog2e;
+    delta[half] = r.delta;
   }
 
   float dq[N][4] = {};
@@ -345,9 +352,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     accumulate_product<D>(dq, ds, sK, g, t);
   }
-  const float scale = scale_log2 / kLog2e, scaled[2] = {scale, scale};
-  store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + 16 * warp, s.tq, s.dh, dq, scaled, g,
-                t);
+  store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + 16 * warp, s.tq, s.dh, dq,
+                scale_log2 / kLog2e, g, t);
 }
 
 }  // namespace

@@ -124,6 +124,20 @@ struct BackwardTensors {
   HeadStrides dqs, dks, dvs;
 };
 
+// What the forward saved of query row `row` of head h of batch b, which backward reads: its
+// logsumexp and D = do . o; zeros for the rows past tq that pad a tile.
+template <class T>
+struct RowStats {
+  T lse, delta;
+};
+template <class T>
+__device__ __forceinline__ RowStats<T> row_stats(const BackwardTensors<T>& a, const AttentionShape& s, int64_t b,
+                                                 int64_t h, int64_t row) {
+  if (row >= s.tq) return {T(0), T(0)};
+  const int64_t at = (b * s.heads + h) * s.tq + row;
+  return {a.lse[at], a.delta[at]};
+}
+
 // A backward block's shared memory, in order: the two tiles of the rows the block owns (keys and
 // values for dk and dv, queries and dout for dq; `own_rows` each), the two tiles of the rows it
 // streams over (`streamed_rows` each), all rows `pitch` elements apart, then `rest`: whatever the
