@@ -225,31 +225,70 @@ __device__ void load_state_tile(T* dst, const T* src) {
   }
 }
 
-// Sums down the columns of both sides' raw decays (load_decays' tiles: a column per channel, or
-// one for one decay per step), each step floored, in double: f(side, column, row, L_row, L_last)
-// is called for every row of every column that has decays, with L_row the inclusive sum through
-// the row. A warp per column at a time, each lane summing kChunk / 32 consecutive rows and a
-// shuffle scan across the lanes: every column takes a few steps, not a chain through all rows.
-template <class T, int kThreads, int P, class F>
-__device__ void for_each_column_sum(const T* raw_k, int key_mode, const T* raw_v, int value_mode, int cols,
-                                    const F& f) {
-  constexpr int C = Geometry<T>::kChunk, R = C / 32;  // rows per lane
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int x = warp; x < 2 * cols; x += kThreads / 32) {
-    const bool key_side = x < cols;
-    const int mode = key_side ? key_mode : value_mode, c = key_side ? x : x - cols;
-    if (mode == kNoDecay || (mode == kScalarDecay && c > 0)) continue;  // warp-uniform
-    const T* raw = key_side ? raw_k : raw_v;
-    double own[R], sum = 0;
-    for (int i = 0; i < R; ++i) own[i] = sum += max(static_cast<double>(raw[(R * lane + i) * P + c]), log_decay_floor<T>());
-    double before = sum;  // becomes the sum over the rows of the lanes before this one
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const double other = __shfl_up_sync(0xffffffffu, before, offset);
-      if (lane >= offset) before += other;
-    }
-    before -= sum;
-    const double total = __shfl_sync(0xffffffffu, before + sum, 31);
-    for (int i = 0; i < R; ++i) f(key_side, c, R * lane + i, before + own[i], total);
+// A thread's share of both sides' cumulative log decays: one channel of one side over kRows
+// consecutive positions. The block's threads cover the two sides' kWidth channels (threads next to
+// each other take channels next to each other, so that their shared loads and stores fall in
+// different banks) in kSegments segments of positions. The sums are in double, each step floored:
+// L[i] is the sum from the chunk's start through position t0 + i, total the sum over the chunk.
+// One decay per step (the raw tile's column 0) is summed by every channel's threads alike; a side
+// without decay sums to 0.
+// Each thread sums its own positions, then adds the totals of the segments before it: short
+// independent chains, where a warp per channel and a shuffle scan across its lanes waited on one
+// dependent double-precision step after another (ncu: 7,000 of a chunk_output block's 29,000
+// cycles, on an H200).
+template <class T, int kThreads>
+struct ColumnShare {
+  static constexpr int kColumns = 2 * kWidth, kSegments = kThreads / kColumns;
+  static constexpr int kRows = Geometry<T>::kChunk / kSegments;
+  static_assert(kSegments * kColumns == kThreads && kRows * kSegments == Geometry<T>::kChunk, "whole shares");
+  bool key_side;
+  int c, t0, mode;
+  double L[kRows];
+  double total;
+};
+
+// The thread's ColumnShare of the raw decay tiles (load_decays: rows of P elements). `scratch`
+// takes kThreads doubles; every thread of the block must call it (it holds a __syncthreads).
+template <class T, int kThreads, int P>
+__device__ ColumnShare<T, kThreads> column_share(const T* raw_k, int key_mode, const T* raw_v, int value_mode,
+                                                 double* scratch) {
+  using S = ColumnShare<T, kThreads>;
+  S x;
+  const int column = static_cast<int>(threadIdx.x) % S::kColumns, segment = static_cast<int>(threadIdx.x) / S::kColumns;
+  x.key_side = column < kWidth;
+  x.c = x.key_side ? column : column - kWidth;
+  x.t0 = segment * S::kRows;
+  x.mode = x.key_side ? key_mode : value_mode;
+  const T* raw = (x.key_side ? raw_k : raw_v) + (x.mode == kScalarDecay ? 0 : x.c);
+  double sum = 0;
+#pragma unroll
+  for (int i = 0; i < S::kRows; ++i) {
+    if (x.mode != kNoDecay) sum += max(static_cast<double>(raw[(x.t0 + i) * P]), log_decay_floor<T>());
+    x.L[i] = sum;
+  }
+  scratch[segment * S::kColumns + column] = sum;
+  __syncthreads();
+  double before = 0;
+  x.total = 0;
+  for (int q = 0; q < S::kSegments; ++q) {  // in order of the segments, so that total is the last L exactly
+    const double part = scratch[q * S::kColumns + column];
+    if (q < segment) before += part;
+    x.total += part;
+  }
+#pragma unroll
+  for (int i = 0; i < S::kRows; ++i) x.L[i] += before;
+  return x;
+}
+
+// exp(x) and exp(-x) in T for a double x, to T's precision (exp_to), sharing one split of x.
+template <class T>
+__device__ __forceinline__ void exp_both(double x, T& up, T& down) {
+  if constexpr (std::is_same_v<T, double>) {
+    up = exp(x), down = exp(-x);
+  } else {
+    const float hi = static_cast<float>(x), lo = static_cast<float>(x - static_cast<double>(hi));
+    up = expf(hi) * (1.0f + lo);
+    down = expf(-hi) * (1.0f - lo);
   }
 }
 
@@ -282,47 +321,21 @@ __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const 
 // Both sides' factors over the chunk, applied in place: with L_t the decays summed from the
 // chunk's start through t, rows of the side's `to_end` tile (null: none) are multiplied by
 // exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] gets exp(L_last)
-// (1 without decay). One decay per step goes through per-row factors in the raw tile's columns
-// 0 and 1 first. Ends with a __syncthreads.
+// (1 without decay). `scratch` takes kThreads doubles. Ends with a __syncthreads.
 template <class T, int kThreads, int P>
-__device__ void apply_decays(T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last, T* raw_v,
-                             int value_mode, T* value_to_end, T* value_from_start, T* value_last) {
-  constexpr int C = Geometry<T>::kChunk;
-  for (int c = threadIdx.x; c < kWidth; c += kThreads) {
-    if (key_mode == kNoDecay) key_last[c] = T(1);
-    if (value_mode == kNoDecay) value_last[c] = T(1);
-  }
-  __syncthreads();  // every raw value is read before a scalar side's factors overwrite its first columns
-  for_each_column_sum<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, kWidth,
-                                      [&](bool key_side, int c, int t, double l, double total) {
-    const int mode = key_side ? key_mode : value_mode;
-    T* raw = key_side ? raw_k : raw_v;
-    T* to_end = key_side ? key_to_end : value_to_end;
-    T* from_start = key_side ? key_from_start : value_from_start;
-    const T end_factor = exp_to<T>(total - l), start_factor = exp_to<T>(l);
-    if (t == C - 1) (key_side ? key_last : value_last)[c] = exp_to<T>(total);
-    if (mode == kScalarDecay) {
-      // Every lane reads its rows' raw values before the shuffles, so writing back is safe.
-      raw[t * P] = end_factor;
-      raw[t * P + 1] = start_factor;
-      return;
-    }
-    if (to_end != nullptr) to_end[t * P + c] *= end_factor;
-    if (from_start != nullptr) from_start[t * P + c] *= start_factor;
-  });
-  __syncthreads();
-  for (int side = 0; side < 2; ++side) {
-    const bool key_side = side == 0;
-    if ((key_side ? key_mode : value_mode) != kScalarDecay) continue;
-    const T* raw = key_side ? raw_k : raw_v;
-    T* to_end = key_side ? key_to_end : value_to_end;
-    T* from_start = key_side ? key_from_start : value_from_start;
-    T* last = key_side ? key_last : value_last;
-    for (int e = threadIdx.x; e < C * kWidth; e += kThreads) {
-      const int t = e / kWidth, c = e % kWidth;
-      if (to_end != nullptr) to_end[t * P + c] *= raw[t * P];
-      if (from_start != nullptr) from_start[t * P + c] *= raw[t * P + 1];
-      if (t == 0 && c > 0) last[c] = last[0];
+__device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last,
+                             const T* raw_v, int value_mode, T* value_to_end, T* value_from_start, T* value_last,
+                             double* scratch) {
+  const ColumnShare<T, kThreads> x = column_share<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, scratch);
+  T* to_end = x.key_side ? key_to_end : value_to_end;
+  T* from_start = x.key_side ? key_from_start : value_from_start;
+  if (x.t0 == 0) (x.key_side ? key_last : value_last)[x.c] = x.mode == kNoDecay ? T(1) : exp_to<T>(x.total);
+  if (x.mode != kNoDecay) {
+#pragma unroll
+    for (int i = 0; i < ColumnShare<T, kThreads>::kRows; ++i) {
+      const int e = (x.t0 + i) * P + x.c;
+      if (to_end != nullptr) to_end[e] *= exp_to<T>(x.total - x.L[i]);
+      if (from_start != nullptr) from_start[e] *= exp_to<T>(x.L[i]);
     }
   }
   __syncthreads();
@@ -343,6 +356,7 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
   T* sgv = sgk + C * P;
   T* key_last = sgv + C * P;                 // exp(Lk_last), exp(Lv_last): kWidth each
   T* value_last = key_last + kWidth;
+  double* scratch = reinterpret_cast<double*>(value_last + kWidth);  // N doubles (apply_decays)
 
   const Place p = place_of(a, a.chunks);
   const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
@@ -359,7 +373,7 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
   cp_async_wait_all();
   __syncthreads();
   apply_decays<T, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, sgv,
-                        a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last);
+                        a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last, scratch);
 
   const int w = threadIdx.x / 32, row0 = kSub * (w / kSplit);
   const Columns cols{kWidth / kSplit * (w % kSplit), 8};
@@ -526,7 +540,7 @@ struct Scaling {
 template <class T>
 __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
   using G = Geometry<T>;
-  constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads, last = C - 1;
+  constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads;
   const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
   load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
   load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
@@ -540,45 +554,39 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   }
   cp_async_wait_all();
   __syncthreads();
-  for_each_column_sum<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, kWidth,
-                               [&](bool key_side, int c, int t, double l, double) {
-    const bool scalar = (key_side ? a.key_mode : a.value_mode) == kScalarDecay;
-    (key_side ? s.Lk : s.Lv)[scalar ? t : t * LP + c] = l;
-  });
-  __syncthreads();
-  const Side<T> key{s.Lk, a.key_mode}, value{s.Lv, a.value_mode};
-  bool mild_here = true;
-  for (int c = threadIdx.x; c < kWidth; c += N) {
-    mild_here = mild_here && key.at(last, c) >= -kMildLogDecay && value.at(last, c) >= -kMildLogDecay;
-    s.key_last[c] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(key.at(last, c));
-    s.value_last[c] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(value.at(last, c));
+  // The sums' scratch: the score stripes, unused until the products.
+  const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<double*>(s.stripes));
+  if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.mode == kNoDecay ? T(1) : exp_to<T>(x.total);
+  const bool mild = __syncthreads_and(x.total >= -kMildLogDecay);
+  if (!mild) {
+    double* L = x.key_side ? s.Lk : s.Lv;
+#pragma unroll
+    for (int i = 0; i < ColumnShare<T, N>::kRows; ++i) {
+      if (x.mode == kChannelDecay) L[(x.t0 + i) * LP + x.c] = x.L[i];
+      else if (x.mode == kScalarDecay && x.c == 0) L[x.t0 + i] = x.L[i];
+    }
+    __syncthreads();
+    return false;
   }
-  const bool mild = __syncthreads_and(mild_here);
-  if (!mild) return false;
   // The factors exp(L_t) and exp(-L_t) of both sides, and the factored operands q+ = q exp(Lk_t),
-  // k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors then take the place of
-  // the log decays (ScaleFactors), once every thread is done reading those.
-  constexpr int kPer = C * kWidth / N;
-  T key_up[kPer], key_down[kPer], value_up[kPer], value_down[kPer];
+  // k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors take the place of the
+  // log decays (ScaleFactors), which a mild chunk never stores.
+  const ScaleFactors<T> factors = mild_factors<T>(x.key_side ? s.Lk : s.Lv);
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = threadIdx.x + i * N, t = e / kWidth, c = e % kWidth;
-    key_up[i] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(key.at(t, c));
-    key_down[i] = a.key_mode == kNoDecay ? T(1) : exp_to<T>(-key.at(t, c));
-    value_up[i] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(value.at(t, c));
-    value_down[i] = a.value_mode == kNoDecay ? T(1) : exp_to<T>(-value.at(t, c));
-    s.q[t * P + c] *= key_up[i];
-    s.k[t * P + c] *= key_down[i];
-    s.v[t * P + c] *= value_down[i];
-    if (backward) s.dout[t * P + c] *= value_up[i];
-  }
-  __syncthreads();
-  const ScaleFactors<T> key_factors = mild_factors<T>(s.Lk), value_factors = mild_factors<T>(s.Lv);
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = threadIdx.x + i * N;
-    key_factors.up[e] = key_up[i], value_factors.up[e] = value_up[i];
-    if constexpr (ScaleFactors<T>::kKeepsInverse) key_factors.down[e] = key_down[i], value_factors.down[e] = value_down[i];
+  for (int i = 0; i < ColumnShare<T, N>::kRows; ++i) {
+    const int t = x.t0 + i, e = t * P + x.c;
+    T up = T(1), down = T(1);
+    if (x.mode != kNoDecay) exp_both<T>(x.L[i], up, down);
+    factors.up[t * kWidth + x.c] = up;
+    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[t * kWidth + x.c] = down;
+    if (x.mode == kNoDecay) continue;
+    if (x.key_side) {
+      s.q[e] *= up;
+      s.k[e] *= down;
+    } else {
+      s.v[e] *= down;
+      if (backward) s.dout[e] *= up;
+    }
   }
   __syncthreads();
   return true;
@@ -972,7 +980,8 @@ void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states
   a.updates = forward ? updates->as<T>() : nullptr;
   a.dupdates = kBackward ? dupdates->as<T>() : nullptr;
   a.decays = decays.as<T>();
-  const size_t bytes = sizeof(T) * (6 * Geometry<T>::kChunk * Geometry<T>::kPitch + 2 * kWidth);
+  const size_t bytes = sizeof(T) * (6 * Geometry<T>::kChunk * Geometry<T>::kPitch + 2 * kWidth) +
+                       sizeof(double) * 32 * kUpdateWarps;
   const int64_t half = sub_problems(a) * a.sequences * kScanBlocks;
   if (!forward) {
     if constexpr (kBackward) {
