@@ -63,7 +63,10 @@ struct Geometry {
   static constexpr int kPitch = kWidth + 4;         // elements per shared row of a (positions x channels) tile
   static constexpr int kStripePitch = kChunk + 8;   // elements per shared row of a score stripe
   static constexpr int kTiles = kChunk / 8;         // 8-column tiles across a score stripe
-  static constexpr int kLogPitch = kWidth;          // doubles per shared row of cumulative log decays
+  // Doubles per shared row of cumulative log decays, padded like the tiles: a mild chunk puts two
+  // float tiles of factors with rows of kLogPitch in their place (chunked_scan_kernels.cuh:
+  // ScaleFactors), and rows of 64 would put a fragment's 8 rows in one bank.
+  static constexpr int kLogPitch = kWidth + 4;
   static constexpr int kStripeTiles = kTiles / kSplit;  // a warp's tiles of a stripe
 };
 constexpr int kChannelTiles = kWidth / 8 / kSplit;  // a warp's 8-column tiles of a 64-channel result

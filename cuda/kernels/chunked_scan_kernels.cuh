@@ -504,13 +504,15 @@ struct ChunkTiles {
 template <class T>
 struct ScaleFactors {
   static constexpr bool kKeepsInverse = 2 * sizeof(T) <= sizeof(double);
-  T *up, *down;  // (kChunk, kWidth): exp(L_t), exp(-L_t) (down null without kKeepsInverse)
+  static constexpr int kPitch = Geometry<T>::kLogPitch;  // elements per row, as the log decays' doubles
+  T *up, *down;  // (kChunk, kPitch): exp(L_t), exp(-L_t) (down null without kKeepsInverse)
+  __device__ __forceinline__ int at(int t, int c) const { return t * kPitch + c; }
   __device__ __forceinline__ T inverse(int e) const { return kKeepsInverse ? down[e] : T(1) / up[e]; }
 };
 template <class T>
 __device__ __forceinline__ ScaleFactors<T> mild_factors(double* log) {
   T* base = reinterpret_cast<T*>(log);
-  return {base, ScaleFactors<T>::kKeepsInverse ? base + Geometry<T>::kChunk * kWidth : nullptr};
+  return {base, ScaleFactors<T>::kKeepsInverse ? base + Geometry<T>::kChunk * ScaleFactors<T>::kPitch : nullptr};
 }
 template <class T>
 struct Scaling {
@@ -520,14 +522,14 @@ struct Scaling {
   const T* last;             // exp(L_last) per channel
   // exp(L_t) at position t, channel c.
   __device__ __forceinline__ T from_start(int t, int c) const {
-    if (mild) return factors.up[t * kWidth + c];
+    if (mild) return factors.up[factors.at(t, c)];
     return side.mode == kNoDecay ? T(1) : exp_to<T>(side.at(t, c));
   }
   // exp(-L_t): mild chunks only.
-  __device__ __forceinline__ T inverse(int t, int c) const { return factors.inverse(t * kWidth + c); }
+  __device__ __forceinline__ T inverse(int t, int c) const { return factors.inverse(factors.at(t, c)); }
   // exp(L_last - L_t), the decay from t to the chunk's end.
   __device__ __forceinline__ T to_end(int t, int c) const {
-    if (mild) return last[c] * factors.inverse(t * kWidth + c);
+    if (mild) return last[c] * factors.inverse(factors.at(t, c));
     return side.mode == kNoDecay ? T(1) : exp_to<T>(side.at(Geometry<T>::kChunk - 1, c) - side.at(t, c));
   }
 };
@@ -577,8 +579,8 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     const int t = x.t0 + i, e = t * P + x.c;
     T up = T(1), down = T(1);
     if (x.mode != kNoDecay) exp_both<T>(x.L[i], up, down);
-    factors.up[t * kWidth + x.c] = up;
-    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[t * kWidth + x.c] = down;
+    factors.up[factors.at(t, x.c)] = up;
+    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(t, x.c)] = down;
     if (x.mode == kNoDecay) continue;
     if (x.key_side) {
       s.q[e] *= up;
