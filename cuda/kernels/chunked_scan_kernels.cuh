@@ -168,6 +168,18 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
+// Copies can be waited for in groups: cp_async_commit closes a group of this thread's copies, and
+// cp_async_wait_all_but_last waits for every group but the last one committed.
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all_but_last() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 1;" ::: "memory");
+#endif
+}
 
 // Positions [p0, p0 + rows) x channels [c0, c0 + cols) of x (channels < width) for (b, h) into a
 // shared tile with rows of P elements; zeros outside the sequence and the channels. Asynchronous
@@ -321,21 +333,32 @@ __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const 
 // Both sides' factors over the chunk, applied in place: with L_t the decays summed from the
 // chunk's start through t, rows of the side's `to_end` tile (null: none) are multiplied by
 // exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] gets exp(L_last)
-// (1 without decay). `scratch` takes kThreads doubles. Ends with a __syncthreads.
+// (1 without decay). `scratch` takes kThreads doubles. The raw decays must be in shared memory;
+// the tiles may still be arriving in the thread's last group of copies (cp_async_commit), which it
+// waits for once the factors are computed. Ends with a __syncthreads.
 template <class T, int kThreads, int P>
 __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last,
                              const T* raw_v, int value_mode, T* value_to_end, T* value_from_start, T* value_last,
                              double* scratch) {
-  const ColumnShare<T, kThreads> x = column_share<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, scratch);
+  using S = ColumnShare<T, kThreads>;
+  const S x = column_share<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, scratch);
   T* to_end = x.key_side ? key_to_end : value_to_end;
   T* from_start = x.key_side ? key_from_start : value_from_start;
   if (x.t0 == 0) (x.key_side ? key_last : value_last)[x.c] = x.mode == kNoDecay ? T(1) : exp_to<T>(x.total);
+  T end_factor[S::kRows], start_factor[S::kRows];
+#pragma unroll
+  for (int i = 0; i < S::kRows; ++i) {
+    end_factor[i] = to_end != nullptr && x.mode != kNoDecay ? exp_to<T>(x.total - x.L[i]) : T(1);
+    start_factor[i] = from_start != nullptr && x.mode != kNoDecay ? exp_to<T>(x.L[i]) : T(1);
+  }
+  cp_async_wait_all();  // the tiles (see the caller)
+  __syncthreads();
   if (x.mode != kNoDecay) {
 #pragma unroll
-    for (int i = 0; i < ColumnShare<T, kThreads>::kRows; ++i) {
+    for (int i = 0; i < S::kRows; ++i) {
       const int e = (x.t0 + i) * P + x.c;
-      if (to_end != nullptr) to_end[e] *= exp_to<T>(x.total - x.L[i]);
-      if (from_start != nullptr) from_start[e] *= exp_to<T>(x.L[i]);
+      if (to_end != nullptr) to_end[e] *= end_factor[i];
+      if (from_start != nullptr) from_start[e] *= start_factor[i];
     }
   }
   __syncthreads();
@@ -360,6 +383,11 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
 
   const Place p = place_of(a, a.chunks);
   const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
+  // The decays first, in a group of their own: their sums and factors are computed while the tiles
+  // arrive (apply_decays).
+  load_decays<T, N, P>(sgk, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_decays<T, N, P>(sgv, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
+  cp_async_commit();
   if (kForward) {
     load_tile<T, N, P>(sk, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
     load_tile<T, N, P>(sv, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
@@ -368,9 +396,8 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
     load_tile<T, N, P>(sq, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
     load_tile<T, N, P>(sdo, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
   }
-  load_decays<T, N, P>(sgk, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
-  load_decays<T, N, P>(sgv, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
-  cp_async_wait_all();
+  cp_async_commit();
+  cp_async_wait_all_but_last();
   __syncthreads();
   apply_decays<T, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, sgv,
                         a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last, scratch);
@@ -544,17 +571,21 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads;
   const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
+  // The decays first, in a group of their own: their sums, the chunk's way and its factors are
+  // computed while the tiles arrive.
+  load_decays<T, N, P>(s.w, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_decays<T, N, P>(s.z, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
+  cp_async_commit();
   load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
   load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
-  load_decays<T, N, P>(s.w, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
   load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
-  load_decays<T, N, P>(s.z, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
   load_state_tile<T, N, P>(s.h, state_tile(a.states, a, p, a.chunks + 1, p.index));
   if (backward) {
     load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
     load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, a, p, a.chunks, p.index));
   }
-  cp_async_wait_all();
+  cp_async_commit();
+  cp_async_wait_all_but_last();
   __syncthreads();
   // The sums' scratch: the score stripes, unused until the products.
   const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<double*>(s.stripes));
@@ -567,27 +598,36 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
       if (x.mode == kChannelDecay) L[(x.t0 + i) * LP + x.c] = x.L[i];
       else if (x.mode == kScalarDecay && x.c == 0) L[x.t0 + i] = x.L[i];
     }
+    cp_async_wait_all();
     __syncthreads();
     return false;
   }
   // The factors exp(L_t) and exp(-L_t) of both sides, and the factored operands q+ = q exp(Lk_t),
   // k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors take the place of the
-  // log decays (ScaleFactors), which a mild chunk never stores.
+  // log decays (ScaleFactors), which a mild chunk never stores; the operands wait for their tiles.
+  constexpr int R = ColumnShare<T, N>::kRows;
   const ScaleFactors<T> factors = mild_factors<T>(x.key_side ? s.Lk : s.Lv);
+  T up[R], down[R];
 #pragma unroll
-  for (int i = 0; i < ColumnShare<T, N>::kRows; ++i) {
-    const int t = x.t0 + i, e = t * P + x.c;
-    T up = T(1), down = T(1);
-    if (x.mode != kNoDecay) exp_both<T>(x.L[i], up, down);
-    factors.up[factors.at(t, x.c)] = up;
-    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(t, x.c)] = down;
-    if (x.mode == kNoDecay) continue;
-    if (x.key_side) {
-      s.q[e] *= up;
-      s.k[e] *= down;
-    } else {
-      s.v[e] *= down;
-      if (backward) s.dout[e] *= up;
+  for (int i = 0; i < R; ++i) {
+    up[i] = down[i] = T(1);
+    if (x.mode != kNoDecay) exp_both<T>(x.L[i], up[i], down[i]);
+    factors.up[factors.at(x.t0 + i, x.c)] = up[i];
+    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  if (x.mode != kNoDecay) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int e = (x.t0 + i) * P + x.c;
+      if (x.key_side) {
+        s.q[e] *= up[i];
+        s.k[e] *= down[i];
+      } else {
+        s.v[e] *= down[i];
+        if (backward) s.dout[e] *= up[i];
+      }
     }
   }
   __syncthreads();
