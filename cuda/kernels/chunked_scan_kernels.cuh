@@ -246,8 +246,8 @@ __device__ void load_state_tile(T* dst, const T* src) {
 // without decay sums to 0.
 // Each thread sums its own positions, then adds the totals of the segments before it: short
 // independent chains, where a warp per channel and a shuffle scan across its lanes waited on one
-// dependent double-precision step after another (ncu: 7,000 of a chunk_output block's 29,000
-// cycles, on an H200).
+// dependent double-precision step after another (a clock64 probe on an H200: 7,000 of a
+// chunk_output block's 29,000 cycles; docs/benchmarks.md).
 template <class T, int kThreads>
 struct ColumnShare {
   static constexpr int kColumns = 2 * kWidth, kSegments = kThreads / kColumns;
