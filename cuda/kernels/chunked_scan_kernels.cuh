@@ -257,6 +257,8 @@ struct ColumnShare {
   int c, t0, mode;
   double L[kRows];
   double total;
+  // exp(L_last): the channel's decay over the whole chunk (1 without decay).
+  __device__ __forceinline__ T chunk_decay() const { return mode == kNoDecay ? T(1) : exp_to<T>(total); }
 };
 
 // The thread's ColumnShare of the raw decay tiles (load_decays: rows of P elements). `scratch`
@@ -344,7 +346,7 @@ __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key
   const S x = column_share<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, scratch);
   T* to_end = x.key_side ? key_to_end : value_to_end;
   T* from_start = x.key_side ? key_from_start : value_from_start;
-  if (x.t0 == 0) (x.key_side ? key_last : value_last)[x.c] = x.mode == kNoDecay ? T(1) : exp_to<T>(x.total);
+  if (x.t0 == 0) (x.key_side ? key_last : value_last)[x.c] = x.chunk_decay();
   T end_factor[S::kRows], start_factor[S::kRows];
 #pragma unroll
   for (int i = 0; i < S::kRows; ++i) {
@@ -589,7 +591,7 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   __syncthreads();
   // The sums' scratch: the score stripes, unused until the products.
   const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<double*>(s.stripes));
-  if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.mode == kNoDecay ? T(1) : exp_to<T>(x.total);
+  if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.chunk_decay();
   const bool mild = __syncthreads_and(x.total >= -kMildLogDecay);
   if (!mild) {
     double* L = x.key_side ? s.Lk : s.Lv;
