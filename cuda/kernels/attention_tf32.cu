@@ -180,6 +180,22 @@ __device__ __forceinline__ void store_rows(float* base, int64_t stride, int64_t 
 constexpr int kRows = 16 * kWarps;  // rows of a block's own tile
 constexpr int kCols = 64;           // rows of a streamed tile (the score tile's columns)
 
+// Calls f(n, e, half, seen) for each element of a lane's part of the score tile of the query rows
+// at q0 against the key tile at k0 (the forward's and dq's layout): half is 0 for the lane's row
+// and 1 for row + 8, seen whether the mask lets that query see that key (all of a whole tile).
+template <class F>
+__device__ __forceinline__ void for_each_query_score(int64_t q0, int row, int64_t k0, int t, const AttentionShape& s,
+                                                     F&& f) {
+  const bool full = tile_fully_visible(q0, kRows, k0, kCols, s);
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int half = e / 2;
+      f(n, e, half, full || visible(q0 + row + 8 * half, k0 + score_col(n, e, t), s));
+    }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(ForwardTensors<float> a, AttentionShape s, float scale_log2) {
@@ -202,17 +218,11 @@ __global__ void __launch_bounds__(kThreads)
 
     float sc[8][4];
     score_tile<D>(sc, sQ, row, sK, g, t);
-    const bool full = tile_fully_visible(tile.q0, kRows, k0, kCols, s);
     float tile_max[2] = {-kInf, -kInf};
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int half = e / 2;
-        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + score_col(n, e, t), s);
-        sc[n][e] = seen ? sc[n][e] * scale_log2 : -kInf;  // scores in log2 units
-        tile_max[half] = fmaxf(tile_max[half], sc[n][e]);
-      }
+    for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
+      sc[n][e] = seen ? sc[n][e] * scale_log2 : -kInf;  // scores in log2 units
+      tile_max[half] = fmaxf(tile_max[half], sc[n][e]);
+    });
     float base[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -340,16 +350,10 @@ __global__ void __launch_bounds__(kThreads)
     float p[8][4], ds[8][4];
     score_tile<D>(p, sQ, row, sK, g, t);
     score_tile<D>(ds, sdO, row, sV, g, t);
-    const bool full = tile_fully_visible(tile.q0, kRows, k0, kCols, s);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int half = e / 2;
-        const bool seen = full || visible(tile.q0 + row + 8 * half, k0 + score_col(n, e, t), s);
-        const float pe = seen ? exp2f(p[n][e] * scale_log2 - lse[half]) : 0.f;
-        ds[n][e] = pe * (ds[n][e] - delta[half]);
-      }
+    for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
+      const float pe = seen ? exp2f(p[n][e] * scale_log2 - lse[half]) : 0.f;
+      ds[n][e] = pe * (ds[n][e] - delta[half]);
+    });
     accumulate_product<D>(dq, ds, sK, g, t);
   }
   store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + 16 * warp, s.tq, s.dh, dq,
