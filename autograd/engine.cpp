@@ -3,7 +3,8 @@
 //      it (its dependencies);
 //   2. (grad() only) mark the nodes that lead to a requested input, so nothing else runs;
 //   3. run nodes in a ready queue: a node runs once every node that feeds it a gradient has run
-//      (its dependency count reached zero), with its incoming gradients summed. Among ready nodes
+//      (its dependency count reached zero), with its incoming gradients summed per output (a
+//      multi-output op's node gets one gradient for each of its outputs). Among ready nodes
 //      a leaf's accumulation runs first, then the most recently created: a deterministic order.
 #include "autograd/engine.h"
 
@@ -22,6 +23,7 @@ namespace linea {
 namespace {
 
 using autograd::Node;
+using Gradients = std::vector<Tensor>;  // one per output of a node
 
 // The ready queue's order: nodes without edges first (a leaf's AccumulateGrad, whose gradient is
 // then final: data-parallel training starts summing it across GPUs at once, rather than after the
@@ -81,7 +83,7 @@ void check_gradient(const Tensor& g, const autograd::Edge& e, const Node& from) 
 // Runs the graph under `root` with `root_grad`. With `captures` non-null, stops at those nodes
 // and records the gradient arriving at each instead of accumulating into leaves.
 void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_graph,
-                  std::unordered_map<Node*, Tensor>* captures, const GradAccumulatedHook& on_grad_accumulated) {
+                  std::unordered_map<Node*, Gradients>* captures, const GradAccumulatedHook& on_grad_accumulated) {
   LINEA_CHECK(output.defined(), "backward", "called on an undefined tensor");
   std::shared_ptr<Node> root = autograd::gradient_edge(output);
   LINEA_CHECK(root != nullptr, "backward", "the tensor ", output.describe(),
@@ -104,14 +106,17 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
     useful = nodes_leading_to(deps, targets);
   }
 
-  std::unordered_map<Node*, Tensor> buffers{{root.get(), seed}};
+  std::unordered_map<Node*, Gradients> buffers;
+  buffers[root.get()] = Gradients(static_cast<size_t>(root->outputs()));
+  buffers[root.get()][static_cast<size_t>(autograd::gradient_output(output))] = seed;
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(root.get());
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
-    Tensor g = std::move(buffers[node]);
+    Gradients g = std::move(buffers[node]);
     buffers.erase(node);
+    const bool any = std::any_of(g.begin(), g.end(), [](const Tensor& x) { return x.defined(); });
 
     const bool captured = captures && captures->count(node);
     if (captured) (*captures)[node] = g;
@@ -120,8 +125,8 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
     // are never touched.
     const bool skip = captures && !feeds_into(*node, useful);
     std::vector<Tensor> input_grads;
-    if (g.defined() && !skip) {
-      input_grads = node->apply(g);
+    if (any && !skip) {
+      input_grads = node->apply_outputs(g);
       if (on_grad_accumulated)
         if (const auto* accumulate = dynamic_cast<const autograd::AccumulateGrad*>(node))
           on_grad_accumulated(accumulate->leaf());
@@ -132,7 +137,9 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
       Node* next = e.node.get();
       if (i < input_grads.size() && input_grads[i].defined()) {
         check_gradient(input_grads[i], e, *node);
-        Tensor& slot = buffers[next];
+        Gradients& slots = buffers[next];
+        if (slots.empty()) slots.resize(static_cast<size_t>(next->outputs()));
+        Tensor& slot = slots[static_cast<size_t>(e.output)];
         if (!slot.defined()) {
           slot = input_grads[i];
         } else {
@@ -160,7 +167,7 @@ void backward(const Tensor& output, const Tensor& grad_output, bool retain_graph
 
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
                          bool retain_graph, bool allow_unused) {
-  std::unordered_map<Node*, Tensor> captures;
+  std::unordered_map<Node*, Gradients> captures;
   // Held until the end: the AccumulateGrad of a leaf outside the graph exists only here, and a
   // freed one's address could be reused by the next input's.
   std::vector<std::shared_ptr<Node>> input_nodes;
@@ -168,12 +175,14 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
     LINEA_CHECK(x.defined() && x.requires_grad(), "grad", "every input must require grad, got ",
                 x.describe());
     input_nodes.push_back(autograd::gradient_edge(x));
-    captures[input_nodes.back().get()] = Tensor();
+    captures[input_nodes.back().get()] = {};
   }
   run_backward(output, grad_output, retain_graph, &captures, {});
   std::vector<Tensor> result;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    Tensor g = captures[input_nodes[i].get()];
+    const Gradients& all = captures[input_nodes[i].get()];
+    const auto output = static_cast<size_t>(autograd::gradient_output(inputs[i]));
+    const Tensor g = output < all.size() ? all[output] : Tensor();
     LINEA_CHECK(g.defined() || allow_unused, "grad", "input ", i, " (", inputs[i].describe(),
                 ") was not used to compute the output; pass allow_unused = true to get an undefined gradient");
     result.push_back(g);

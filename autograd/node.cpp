@@ -53,6 +53,19 @@ Grads FunctionNode::apply(const Tensor& grad_output) {
   return fn_(grad_output);
 }
 
+Grads MultiOutputNode::apply(const Tensor& grad_output) {
+  std::vector<Tensor> grads(static_cast<size_t>(outputs_));
+  grads[0] = grad_output;
+  return apply_outputs(grads);
+}
+
+Grads MultiOutputNode::apply_outputs(const std::vector<Tensor>& grad_outputs) {
+  LINEA_CHECK(fn_ != nullptr, "backward",
+              "trying to backward through the graph a second time (at ", name(),
+              "): its saved tensors were freed; pass retain_graph = true to the first backward");
+  return fn_(grad_outputs);
+}
+
 Grads AccumulateGrad::apply(const Tensor& grad_output) {
   const Tensor current = leaf_.grad();
   if (!current.defined()) {
@@ -77,6 +90,28 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return acc;
 }
 
+int gradient_output(const Tensor& t) { return t.defined() && t.grad_fn() ? t.autograd_meta().output_nr : 0; }
+
+namespace {
+
+// The node's edges to its inputs (an undefined input: an empty edge).
+void connect(Node& node, const std::vector<Tensor>& inputs) {
+  node.edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (t.defined()) node.edges.push_back({gradient_edge(t), t.shape(), t.dtype(), t.device(), gradient_output(t)});
+    else node.edges.push_back({});
+  }
+}
+
+void make_output(Tensor& output, std::shared_ptr<Node> node, int index) {
+  AutogradMeta& meta = output.autograd_meta();
+  meta.grad_fn = std::move(node);
+  meta.output_nr = index;
+  meta.requires_grad = true;
+}
+
+}  // namespace
+
 bool needs_grad(const std::vector<Tensor>& inputs) {
   if (!is_grad_enabled()) return false;
   for (const Tensor& t : inputs)
@@ -89,15 +124,18 @@ bool needs_grad(std::initializer_list<Tensor> inputs) { return needs_grad(std::v
 Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn) {
   if (!needs_grad(inputs)) return output;
   auto node = make_node<FunctionNode>(name, std::move(fn));
-  node->edges.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    if (t.defined()) node->edges.push_back({gradient_edge(t), t.shape(), t.dtype(), t.device()});
-    else node->edges.push_back({});
-  }
-  AutogradMeta& meta = output.autograd_meta();
-  meta.grad_fn = std::move(node);
-  meta.requires_grad = true;
+  connect(*node, inputs);
+  make_output(output, std::move(node), 0);
   return output;
+}
+
+std::vector<Tensor> record_outputs(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
+                                   MultiBackwardFn fn) {
+  if (!needs_grad(inputs)) return outputs;
+  auto node = make_node<MultiOutputNode>(name, static_cast<int>(outputs.size()), std::move(fn));
+  connect(*node, inputs);
+  for (size_t i = 0; i < outputs.size(); ++i) make_output(outputs[i], node, static_cast<int>(i));
+  return outputs;
 }
 
 }  // namespace linea::autograd

@@ -3,8 +3,9 @@
 // node's edges point at the nodes that made its inputs, and a leaf that requires grad is reached
 // through its AccumulateGrad node. backward (engine.h) walks these edges from the loss.
 //
-// Each node has exactly one output (a multi-output op is several nodes), so "the gradient of a
-// node" means the gradient of the one tensor it made.
+// Most nodes made one tensor. A multi-output op (record_outputs) makes one node with several
+// outputs: each output gets its own gradient, and the node's backward receives them together, so
+// that no output's gradient is padded with zeros to the others' size and summed with theirs.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +24,7 @@ struct Edge {
   Shape shape;
   DType dtype = kFloat32;
   Device device;
+  int output = 0;  // which of node's outputs the input was
 };
 
 class Node {
@@ -38,6 +40,10 @@ class Node {
 
   // Gradients of the inputs (one per edge, undefined where none) given the output's gradient.
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  // How many tensors the node made, and the gradients of its inputs given each output's gradient
+  // (undefined where none arrived; the engine calls this one). One output: apply.
+  virtual int outputs() const { return 1; }
+  virtual std::vector<Tensor> apply_outputs(const std::vector<Tensor>& grad_outputs) { return apply(grad_outputs[0]); }
   // Frees what backward saved; called after backward unless the graph is retained.
   virtual void release() {}
   virtual bool released() const { return false; }
@@ -93,6 +99,23 @@ class FunctionNode final : public Node {
   BackwardFn fn_;
 };
 
+// The node of a multi-output op (record_outputs).
+using MultiBackwardFn = std::function<Grads(const std::vector<Tensor>& grad_outputs)>;
+class MultiOutputNode final : public Node {
+ public:
+  MultiOutputNode(std::string name, int outputs, MultiBackwardFn fn)
+      : Node(std::move(name)), outputs_(outputs), fn_(std::move(fn)) {}
+  int outputs() const override { return outputs_; }
+  Grads apply(const Tensor& grad_output) override;  // the first output's gradient alone
+  Grads apply_outputs(const std::vector<Tensor>& grad_outputs) override;
+  void release() override { fn_ = nullptr; }
+  bool released() const override { return !fn_; }
+
+ private:
+  int outputs_;
+  MultiBackwardFn fn_;
+};
+
 // The end of the walk at a leaf: adds the incoming gradient into leaf.grad.
 class AccumulateGrad final : public Node {
  public:
@@ -107,6 +130,8 @@ class AccumulateGrad final : public Node {
 // The node through which gradients reach tensor t: its grad_fn, or for a leaf that requires
 // grad its (shared) AccumulateGrad; null when t needs no gradient.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
+// Which output of gradient_edge(t) t is (0 but for the outputs of a multi-output op).
+int gradient_output(const Tensor& t);
 
 // True when grad mode is on and some input requires grad.
 bool needs_grad(std::initializer_list<Tensor> inputs);
@@ -115,5 +140,9 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // Makes `output` the result of a node named `name` over `inputs` with backward `fn`, if any
 // input needs a gradient (else fn is dropped). Returns output. Every differentiable op ends here.
 Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn);
+// The same for an op with several outputs: one node, whose backward fn receives every output's
+// gradient in order (undefined where none arrived). Returns the outputs.
+std::vector<Tensor> record_outputs(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
+                                   MultiBackwardFn fn);
 
 }  // namespace linea::autograd

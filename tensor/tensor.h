@@ -96,6 +96,7 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;          // set on tensors produced by recorded ops
+  int output_nr = 0;                                // which of grad_fn's outputs this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // a leaf's AccumulateGrad, shared by its uses
   std::string name;
 };

@@ -83,9 +83,4 @@ Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, 
 
 Tensor contiguous_rows(const Tensor& x) { return x.stride(-1) == 1 || x.size(-1) == 1 ? x : contiguous(detach(x)); }
 
-TwoResults split_flat(const Tensor& flat, const Shape& first, const Shape& first_order, const Shape& second) {
-  const int64_t n_first = numel_of(first), n_second = numel_of(second);
-  return {in_order_of(narrow(flat, 0, 0, n_first), first, first_order), reshape(narrow(flat, 0, n_first, n_second), second)};
-}
-
 }  // namespace linea::ops_detail

@@ -10,6 +10,7 @@ namespace linea::ops_detail {
 
 using autograd::Grads;
 using autograd::record;
+using autograd::record_outputs;
 using autograd::SavedTensor;
 
 void check_defined(const Tensor& x, const char* op);
@@ -49,16 +50,6 @@ inline Tensor empty_like_order(const Tensor& x) { return empty_in_order_of(x.sha
 // x itself when its rows (last dim) are contiguous, which the row kernels need, else a contiguous
 // copy, cut from the graph (the op records x itself).
 Tensor contiguous_rows(const Tensor& x);
-
-// Two results of one node (a node has one output, autograd/node.h): both live in one flat tensor
-// of numel(first) + numel(second) elements, which the op records, and are handed out as views of
-// it; the gradients reaching either view arrive at the node as one flat gradient, which the same
-// split takes apart again. The first is laid out like a tensor with strides `first_order`
-// (in_order_of), the second contiguous.
-struct TwoResults {
-  Tensor first, second;
-};
-TwoResults split_flat(const Tensor& flat, const Shape& first, const Shape& first_order, const Shape& second);
 
 // A 0-dim tensor holding value, in x's dtype and on x's device.
 Tensor scalar_like(double value, const Tensor& x);

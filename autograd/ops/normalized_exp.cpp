@@ -47,34 +47,31 @@ void check_inputs(const Tensor& x, NormalizedExpMode mode, double scale, const T
 NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous) {
   check_inputs(x, mode, scale, previous);
   const Shape m_shape{x.size(0), x.size(1), x.size(2), 1};
-  auto split = [shape = x.shape(), order = x.strides(), m_shape](const Tensor& flat) {
-    return split_flat(flat, shape, order, m_shape);  // (y, m)
-  };
   const Tensor rows = contiguous_rows(x);
   const Tensor prev = previous.defined() ? contiguous(detach(previous)) : Tensor();
-  Tensor flat = empty({x.numel() + numel_of(m_shape)}, x.dtype(), x.device());
-  if (numel_of(m_shape) > 0) {
-    const TwoResults out = split(flat);
-    backend_for(x).normalized_exp(rows, mode, scale, prev, out.first, out.second);
-  }
+  Tensor y = empty_in_order_of(x.shape(), x.strides(), x.dtype(), x.device());
+  Tensor m = empty(m_shape, x.dtype(), x.device());
+  if (m.numel() > 0) backend_for(x).normalized_exp(rows, mode, scale, prev, y, m);
   const bool need_x = x.requires_grad(), need_previous = previous.defined() && previous.requires_grad();
-  flat = record(kOp, {x, previous}, flat,
-                [xs = SavedTensor(rows), outs = SavedTensor(flat), prevs = SavedTensor(prev), mode, split,
-                 order = x.strides(), need_x, need_previous](const Tensor& gflat) -> Grads {
-                  const Tensor x = xs.get(), prev = prevs.get();
-                  const TwoResults out = split(outs.get()), grads = split(contiguous(gflat));
-                  Tensor dx = empty_in_order_of(x.shape(), order, x.dtype(), x.device());
-                  Tensor dprev = need_previous ? empty(prev.shape(), prev.dtype(), prev.device()) : Tensor();
-                  if (out.second.numel() > 0) {
-                    backend_for(x).normalized_exp_backward(x, out.first, out.second, prev, grads.first,
-                                                           grads.second, mode, dx, dprev);
-                  } else if (dprev.defined()) {
-                    fill_(dprev, 0.0);  // no position: nothing reached previous
-                  }
-                  return {need_x ? dx : Tensor(), dprev};
-                });
-  const TwoResults out = split(flat);
-  return {out.first, out.second};
+  // Two outputs of one node: a gradient that reaches only y (the query map's max is never used)
+  // costs nothing for m, and neither is padded to the other's size.
+  const std::vector<Tensor> out = record_outputs(
+      kOp, {x, previous}, {y, m},
+      [xs = SavedTensor(rows), ys = SavedTensor(y), ms = SavedTensor(m), prevs = SavedTensor(prev), mode,
+       order = x.strides(), need_x, need_previous](const std::vector<Tensor>& g) -> Grads {
+        const Tensor x = xs.get(), y = ys.get(), m = ms.get(), prev = prevs.get();
+        const Tensor dy = g[0].defined() ? contiguous_rows(g[0]) : zeros(y.shape(), {y.dtype(), y.device()});
+        const Tensor dm = g[1].defined() ? contiguous(g[1]) : zeros(m.shape(), {m.dtype(), m.device()});
+        Tensor dx = empty_in_order_of(x.shape(), order, x.dtype(), x.device());
+        Tensor dprev = need_previous ? empty(prev.shape(), prev.dtype(), prev.device()) : Tensor();
+        if (m.numel() > 0) {
+          backend_for(x).normalized_exp_backward(x, y, m, prev, dy, dm, mode, dx, dprev);
+        } else if (dprev.defined()) {
+          fill_(dprev, 0.0);  // no position: nothing reached previous
+        }
+        return {need_x ? dx : Tensor(), dprev};
+      });
+  return {out[0], out[1]};
 }
 
 }  // namespace linea

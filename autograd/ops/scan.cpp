@@ -125,31 +125,31 @@ Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, cons
                 });
 }
 
-// One node has one output (autograd/node.h), so o and S_T are written into one flat tensor, which
-// is recorded, and returned as two views of it (split_flat): gradients reaching either view arrive
-// at the node as one flat gradient, which backward splits again into dout and dfinal.
+// o and S_T are the two outputs of one node (autograd/node.h: record_outputs): a gradient that
+// reaches only one of them arrives alone, the other undefined (a final state nobody reads costs
+// its backward nothing; an output nobody reads is given as zeros, which the kernels need).
 ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                                         const Tensor& gv, const Tensor& initial_state, ScanAlgorithm algorithm) {
   const char* op = "gated_linear_scan";
   check_scan_inputs(op, q, k, v, gk, gv, initial_state);
   const Shape out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
   const Shape state_shape{q.size(0), q.size(1), v.size(3), q.size(3)};
-  auto split = [=, v_strides = v.strides()](const Tensor& flat) {
-    const TwoResults parts = split_flat(flat, out_shape, v_strides, state_shape);
-    return ScanResult{parts.first, parts.second};
-  };
-  Tensor flat = empty({numel_of(out_shape) + numel_of(state_shape)}, q.dtype(), q.device()), kept;
+  Tensor out = empty_in_order_of(out_shape, v.strides(), q.dtype(), q.device());
+  Tensor final_state = empty(state_shape, q.dtype(), q.device()), kept;
   const bool backward = autograd::needs_grad({q, k, v, gk, gv, initial_state});
-  {
-    ScanResult parts = split(flat);
-    scan_forward(q, k, v, gk, gv, initial_state, parts.out, parts.final_state, algorithm, backward ? &kept : nullptr);
-  }
-  flat = record(op, {q, k, v, gk, gv, initial_state}, flat,
-                [saved = Saved(q, k, v, gk, gv, initial_state, algorithm, kept), split](const Tensor& gflat) -> Grads {
-                  const ScanResult g = split(gflat);
-                  return scan_backward(saved, g.out, g.final_state);
-                });
-  return split(flat);
+  scan_forward(q, k, v, gk, gv, initial_state, out, final_state, algorithm, backward ? &kept : nullptr);
+  const std::vector<Tensor> results = record_outputs(
+      op, {q, k, v, gk, gv, initial_state}, {out, final_state},
+      [saved = Saved(q, k, v, gk, gv, initial_state, algorithm, kept), out_shape,
+       v_strides = v.strides()](const std::vector<Tensor>& g) -> Grads {
+        Tensor dout = g[0];
+        if (!dout.defined()) {
+          dout = empty_in_order_of(out_shape, v_strides, g[1].dtype(), g[1].device());
+          fill_(dout, 0.0);
+        }
+        return scan_backward(saved, dout, g[1]);
+      });
+  return {results[0], results[1]};
 }
 
 }  // namespace linea

@@ -1,5 +1,5 @@
 // The backward engine: accumulation, graph lifetime, grad mode, the version counter, deep graphs,
-// grad() for chosen inputs, gradients through views, and the Graphviz export.
+// grad() for chosen inputs, gradients through views, multi-output nodes, and the Graphviz export.
 #include <algorithm>
 #include <cmath>
 
@@ -299,6 +299,78 @@ TEST(Engine, DiamondGraphsSumGradients) {
   Tensor z = leaf({3});
   backward(sum(z * z + z));
   EXPECT_TRUE(all_close(z.grad(), map_values(z, [](double v) { return 2 * v + 1; })));
+}
+
+// An op with two outputs (a = 2x, b = x^2) as one node (record_outputs): the backward receives each
+// output's gradient (undefined where none arrived), whichever of them the loss reaches, through
+// views too, and grad() can stop at either output.
+struct TwoOutputs {
+  Tensor a, b;
+  std::shared_ptr<std::vector<int>> defined_seen = std::make_shared<std::vector<int>>();
+};
+TwoOutputs two_outputs(const Tensor& x) {
+  TwoOutputs r;
+  Tensor a, b;
+  {
+    NoGradGuard no_grad;
+    a = x * 2.0;
+    b = x * x;
+  }
+  const std::vector<Tensor> out = autograd::record_outputs(
+      "two_outputs", {x}, {a, b},
+      [saved = autograd::SavedTensor(x), seen = r.defined_seen](const std::vector<Tensor>& g) -> autograd::Grads {
+        seen->push_back(static_cast<int>(g[0].defined()) + 2 * static_cast<int>(g[1].defined()));
+        const Tensor x = saved.get();
+        Tensor dx = zeros(x.shape(), {x.dtype(), x.device()});
+        if (g[0].defined()) dx = dx + g[0] * 2.0;
+        if (g[1].defined()) dx = dx + g[1] * (x * 2.0);
+        return {dx};
+      });
+  r.a = out[0];
+  r.b = out[1];
+  return r;
+}
+
+TEST(Engine, MultiOutputNodesGetEachOutputsGradient) {
+  Tensor x = leaf({4});
+  const Tensor w = randn({4}, kFloat64), u = randn({4}, kFloat64);
+  const Tensor two_x = map_values(x, [](double v) { return 2 * v; });
+
+  TwoOutputs y = two_outputs(x);
+  ASSERT_EQ(y.a.grad_fn(), y.b.grad_fn());
+  EXPECT_EQ(y.a.grad_fn()->outputs(), 2);
+  EXPECT_EQ(autograd::gradient_output(y.a), 0);
+  EXPECT_EQ(autograd::gradient_output(y.b), 1);
+  backward(sum(y.a * w));  // a alone
+  EXPECT_TRUE(all_close(x.grad(), w * 2.0));
+  x.set_grad(Tensor());
+
+  y = two_outputs(x);
+  backward(sum(y.b * u));  // b alone
+  EXPECT_TRUE(all_close(x.grad(), product(u, two_x)));
+  x.set_grad(Tensor());
+
+  // Both, b through a view and used twice: each output's gradients are summed on their own.
+  y = two_outputs(x);
+  const Tensor b2 = reshape(y.b, {2, 2});
+  backward(sum(y.a * w) + sum(b2 * reshape(u, {2, 2})) + sum(y.b));
+  EXPECT_TRUE(all_close(x.grad(), w * 2.0 + product(u + 1.0, two_x), 1e-12));
+  EXPECT_EQ(*y.defined_seen, std::vector<int>{3});  // one call, both gradients defined
+  x.set_grad(Tensor());
+
+  // grad() stops at either output.
+  y = two_outputs(x);
+  const Tensor loss = sum(y.a * w) + sum(y.b * u);
+  const std::vector<Tensor> g = grad(loss, {y.b, y.a, x}, Tensor(), /*retain_graph=*/true);
+  EXPECT_TRUE(all_close(g[0], u));
+  EXPECT_TRUE(all_close(g[1], w));
+  EXPECT_TRUE(all_close(g[2], w * 2.0 + product(u, two_x), 1e-12));
+  EXPECT_FALSE(x.grad().defined());
+  // A backward of the second output alone seeds that output.
+  y = two_outputs(x);
+  backward(y.b, u);
+  EXPECT_TRUE(all_close(x.grad(), product(u, two_x)));
+  EXPECT_EQ(*y.defined_seen, std::vector<int>{2});
 }
 
 TEST(Engine, ALeafUsedTwiceHasOneAccumulator) {

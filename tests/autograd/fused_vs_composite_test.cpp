@@ -414,6 +414,14 @@ TEST(FusedVsComposite, NormalizedExpKeepsTheInputsMemoryOrder) {
   EXPECT_TRUE(out.max.is_contiguous());
   EXPECT_EQ(grad(sum(out.features * randn(x.shape(), kFloat64, &gen)), {x})[0].strides(), x.strides());
   EXPECT_TRUE(normalized_exp(transpose(leaf, 2, 3), NormalizedExpMode::RowMax).features.is_contiguous());
+  // The max alone: the features' gradient is absent (the op is one node with two outputs). Each
+  // call transposes afresh: the grad() above freed x's node.
+  const Tensor w = randn(out.max.shape(), kFloat64, &gen);
+  const NormalizedExpMode prefix = NormalizedExpMode::PrefixMax;
+  const Tensor fused = grad(sum(normalized_exp(transpose(leaf, 1, 2), prefix).max * w), {leaf})[0];
+  const Tensor composite =
+      grad(sum(normalized_exp_composite(transpose(leaf, 1, 2), prefix, 1.0, Tensor()).max * w), {leaf})[0];
+  EXPECT_TRUE(all_close(fused, composite, 1e-12, 1e-12));
 }
 
 // clamp(refined_log_gate(a, c), floor): floors that hold for none, some and all of the draws.
