@@ -1,40 +1,19 @@
 // Elementwise CUDA kernels: fill, arange, copy (with dtype conversion), unary, binary, where, and
-// ReGLA's refined gate with its backward.
-// One grid-stride kernel serves them all: a functor receives each element's index and its
-// offsets in every operand (cuda/launch.cuh), so any strided or broadcast view works. The op is
+// the rotary embedding (ReGLA's refined gate is in refined_gate.cu).
+// One grid-stride kernel serves them all (elementwise.cuh): a functor receives each element's
+// index and its offsets in every operand, so any strided or broadcast view works. The op is
 // a switch inside the functor, the same branch for every thread: it costs little and keeps nvcc
 // from compiling one kernel per op and dtype. The scalar formulas are the CPU's
 // (tensor/scalar_math.h), so both backends compute the same function.
 #include "cuda/backend.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/kernels/elementwise.cuh"
 #include "cuda/launch.cuh"
 #include "tensor/scalar_math.h"
 
 namespace linea::cuda {
 
 namespace {
-
-template <int N, class F>
-__global__ void elementwise_kernel(int64_t n, StridedOffsets<N> at, F f) {
-  LINEA_GRID_STRIDE_LOOP(i, n) {
-    int64_t off[N];
-    at.at(i, off);
-    f(i, off);
-  }
-}
-
-// Calls f(i, off) for every element i of `shape`; off[k] is its offset in operand k.
-// `order`: VisitOrder::Memory where f ignores i (cuda/launch.cuh).
-template <int N, class F>
-void for_each_element(const char* op, int device, const Shape& shape, const std::array<const Shape*, N>& strides,
-                      const F& f, VisitOrder order = VisitOrder::Logical) {
-  const int64_t n = numel_of(shape);
-  if (n == 0) return;
-  const cudaStream_t stream = use_device(device);
-  const StridedOffsets<N> at = strided_offsets<N>(shape, strides, order);
-  elementwise_kernel<N><<<blocks_for(n, device), kThreads, 0, stream>>>(n, at, f);
-  LINEA_CUDA_LAUNCH_CHECK(op, "shape ", shape_str(shape));
-}
 
 // out = value(in_0[at], ..., in_{N-1}[at]) at every place: the strided form, for for_each_element.
 template <class T, int N, class Value>
@@ -236,33 +215,6 @@ struct WhereFn {
   __device__ void operator()(int64_t, const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
 };
 
-// ReGLA's refined gate of the biased inputs, floored (tensor/scalar_math.h: refined_log_gate):
-// out = max(log f, floor).
-template <class T>
-struct RefinedGateFn {
-  const T *a, *c, *bias_a, *bias_c;
-  T* out;
-  T floor;
-  __device__ void operator()(int64_t, const int64_t (&o)[5]) const {
-    const T v = scalar::refined_log_gate(a[o[1]] + bias_a[o[3]], c[o[2]] + bias_c[o[4]]).value;
-    out[o[0]] = v < floor ? floor : v;
-  }
-};
-
-// Its backward, recomputed from a and c: the derivatives times dout, 0 on the floor (clamp's rule).
-template <class T>
-struct RefinedGateGradFn {
-  const T *a, *c, *bias_a, *bias_c, *dout;
-  T *da, *dc;
-  T floor;
-  __device__ void operator()(int64_t, const int64_t (&o)[7]) const {
-    const auto f = scalar::refined_log_gate(a[o[0]] + bias_a[o[2]], c[o[1]] + bias_c[o[3]]);
-    const T g = f.value > floor ? dout[o[4]] : T(0);
-    da[o[5]] = g * f.d_a;
-    dc[o[6]] = g * f.d_c;
-  }
-};
-
 // RoPE: each warp takes kRotaryRowsPerWarp rows of x (..., T, dh), its lanes over the pairs
 // (i, i + half) and then over the dims past 2 half, which are copied. Rows are found through
 // their leading-dim strides, in 32-bit arithmetic (the host checks that rows < 2^30). For heads
@@ -377,33 +329,6 @@ void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, co
   dispatch_all(out.dtype(), [&]<class T>() {
     for_each_element<4>("where", device_, out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
                         WhereFn<T>{cond.data<bool>(), a.data<T>(), b.data<T>(), out.data<T>()});
-  });
-}
-
-// Both visit in memory order: ReGLA's a and c are (B, T, H, dv) projections seen as (B, H, T, dv),
-// and the result and gradients are laid out like them, so the loop runs over two merged dims
-// (rows, and the H dv channels the biases follow) instead of four.
-void CudaBackend::refined_log_gate(const Tensor& a, const Tensor& c, const Tensor& bias_a, const Tensor& bias_c,
-                                   double floor, const Tensor& out) const {
-  dispatch_floating(a.dtype(), "refined_log_gate", [&]<class T>() {
-    for_each_element<5>("refined_log_gate", device_, out.shape(),
-                        {&out.strides(), &a.strides(), &c.strides(), &bias_a.strides(), &bias_c.strides()},
-                        RefinedGateFn<T>{a.data<T>(), c.data<T>(), bias_a.data<T>(), bias_c.data<T>(), out.data<T>(),
-                                         static_cast<T>(floor)},
-                        VisitOrder::Memory);
-  });
-}
-
-void CudaBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, const Tensor& bias_a,
-                                            const Tensor& bias_c, double floor, const Tensor& dout, const Tensor& da,
-                                            const Tensor& dc) const {
-  dispatch_floating(a.dtype(), "refined_log_gate_backward", [&]<class T>() {
-    for_each_element<7>("refined_log_gate_backward", device_, a.shape(),
-                        {&a.strides(), &c.strides(), &bias_a.strides(), &bias_c.strides(), &dout.strides(),
-                         &da.strides(), &dc.strides()},
-                        RefinedGateGradFn<T>{a.data<T>(), c.data<T>(), bias_a.data<T>(), bias_c.data<T>(),
-                                             dout.data<T>(), da.data<T>(), dc.data<T>(), static_cast<T>(floor)},
-                        VisitOrder::Memory);
   });
 }
 

@@ -446,11 +446,13 @@ TEST(CudaFusedKernels, RefinedLogGateMatchesCpu) {
         }
 }
 
-// With the ReGLA gate's biases, (H, 1, dv) against (B, T, H, dv) leaves seen as (B, H, T, dv).
+// With the ReGLA gate's biases, (H, 1, dv) against (B, T, H, dv) leaves seen as (B, H, T, dv):
+// rows of H dv channels, which the kernels take 16 bytes at a time where H dv allows (32 and 256
+// channels here) and one element at a time where it does not (99, 1).
 TEST(CudaFusedKernels, RefinedLogGateWithBiasesMatchesCpu) {
   LINEA_SKIP_WITHOUT_CUDA();
   for (DType dtype : kDtypes)
-    for (const Shape& shape : {Shape{2, 65, 3, 33}, Shape{4, 1000, 2, 16}, Shape{1, 1, 1, 1}})
+    for (const Shape& shape : {Shape{2, 65, 3, 33}, Shape{4, 1000, 2, 16}, Shape{2, 130, 4, 64}, Shape{1, 1, 1, 1}})
       for (double floor : {-20.0, -2.5}) {
         const Shape bias{shape[2], 1, shape[3]};
         expect_device_parity(
