@@ -177,5 +177,41 @@ TEST(CudaReduce, SumSquaresMatchesTheCpuAndRepeats) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12 * want[i]) << "tensor " << i;
 }
 
+// The multi-tensor launch: many tensors of awkward sizes (zero, one, a block's share and one
+// over, the cap of blocks per tensor and past it), the dtypes interleaved (so a launch per dtype
+// writes its partials among the other's), and non-contiguous views. Each tensor's sum is the CPU's
+// and the same bits as when it is summed alone: its neighbours in the list change nothing.
+TEST(CudaReduce, SumSquaresOfManyTensorsOfMixedSizesAndDtypes) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const std::vector<std::pair<Shape, DType>> specs = {
+      {{1}, kFloat32},     {{7}, kFloat64},         {{300}, kFloat32},     {{0}, kFloat32},
+      {{4097}, kFloat64},  {{2048}, kFloat32},      {{70000}, kFloat32},   {{3, 5, 2049}, kFloat64},
+      {{(1 << 20) + 3}, kFloat32},                  {{600001}, kFloat64},  {{1}, kFloat64}};
+  std::vector<Tensor> cpu, dev;
+  uint64_t seed = 200;
+  for (const auto& [shape, dtype] : specs) {
+    cpu.push_back(random_normal(shape, dtype, ++seed));
+    dev.push_back(on_gpu(cpu.back()));
+  }
+  const Tensor wide = random_normal({257, 300}, kFloat64, ++seed), flat = random_normal({9001}, kFloat32, ++seed);
+  cpu.push_back(transpose(wide, 0, 1));
+  dev.push_back(transpose(on_gpu(wide), 0, 1));
+  cpu.push_back(slice(flat, 0, 1, 9001, 3));
+  dev.push_back(slice(on_gpu(flat), 0, 1, 9001, 3));
+  ASSERT_FALSE(dev[dev.size() - 1].is_contiguous());
+  ASSERT_FALSE(dev[dev.size() - 2].is_contiguous());
+
+  const std::vector<double> want = sum_squares(cpu).to_vector<double>();
+  const Tensor first = sum_squares(dev);
+  EXPECT_TRUE(same_values(first, to(sum_squares(dev), kCPU)));
+  const std::vector<double> got = to(first, kCPU).to_vector<double>();
+  ASSERT_EQ(got.size(), dev.size());
+  for (size_t i = 0; i < dev.size(); ++i) {
+    const std::string what = "tensor " + std::to_string(i) + ": " + dev[i].describe();
+    EXPECT_NEAR(got[i], want[i], 1e-12 * want[i]) << what;
+    EXPECT_EQ(got[i], sum_squares({dev[i]}).item()) << what << " summed alone";
+  }
+}
+
 }  // namespace
 }  // namespace linea
