@@ -102,6 +102,18 @@ void add_combining_views(Table& table) {
       {"split/remainder", {7, 3}, [](const Tensor& x) { return reassemble(split(x, 3, 0), 0); }},
       {"split/sizes_with_empty", {2, 9}, [](const Tensor& x) { return reassemble(split(x, {2, 0, 4, 3}, 1), 1); }},
       {"split/transposed", {5, 4}, [](const Tensor& x) { return reassemble(split(transposed(x), 2, 1), 1); }},
+      // One node for all pieces: a piece no gradient reaches gets zeros in its place, and a piece
+      // used twice gets both gradients.
+      {"split/some_pieces_unused", {3, 9},
+       [](const Tensor& x) {
+         const std::vector<Tensor> p = split(x, {2, 3, 4}, 1);
+         return cat({p[2] * 3.0, p[0]}, 1);
+       }},
+      {"split/piece_used_twice", {4, 6},
+       [](const Tensor& x) {
+         const std::vector<Tensor> p = split(x, {1, 2, 3}, 1);
+         return cat({p[1] * p[1], p[2], p[1] * -2.0}, 1);
+       }},
       {"chunk/even", {6, 2}, [](const Tensor& x) { return reassemble(chunk(x, 3, 0), 0); }},
       {"chunk/uneven", {2, 7}, [](const Tensor& x) { return reassemble(chunk(x, 3, 1), 1); }},
       {"chunk/more_chunks_than_rows", {2, 2}, [](const Tensor& x) { return reassemble(chunk(x, 4, 0), 0); }},

@@ -196,6 +196,12 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   return cat(expanded, d);
 }
 
+// The pieces are views of x, outputs of one node (autograd/node.h: record_outputs). Its backward
+// writes each piece's gradient into that piece's place in one buffer of x's shape, and zeros only
+// where a piece got none. As views with a node each, every piece's gradient would be padded with
+// zeros to x's size and the pieces' sums added: a linear attention layer splits its q, k, v and
+// gate projections out of one product (nn/layers/stacked_projection.h), where that cost more than
+// the product it saved.
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   const int64_t d = dim_along(x, dim, "split");
   int64_t total = 0;
@@ -208,10 +214,22 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   std::vector<Tensor> pieces;
   int64_t at = 0;
   for (int64_t s : sizes) {
-    pieces.push_back(narrow(x, d, at, s));
+    pieces.push_back(views::slice(x, d, at, at + s, 1));
     at += s;
   }
-  return pieces;
+  return record_outputs("split", {x}, std::move(pieces),
+                        [sizes, d, shape = x.shape(), dtype = x.dtype(), device = x.device()](
+                            const std::vector<Tensor>& g) -> Grads {
+                          Tensor gx = empty(shape, dtype, device);
+                          int64_t start = 0;
+                          for (size_t i = 0; i < sizes.size(); ++i) {
+                            Tensor place = views::slice(gx, d, start, start + sizes[i], 1);
+                            if (g[i].defined()) copy_into(place, g[i]);
+                            else fill_(place, 0.0);
+                            start += sizes[i];
+                          }
+                          return {gx};
+                        });
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {

@@ -2,6 +2,7 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/layers/fused_product.h"
+#include "nn/precision.h"
 #include "tensor/error.h"
 
 namespace linea::nn {
@@ -15,6 +16,31 @@ std::vector<Tensor> sources_of(const std::vector<StackedProjection::Part>& parts
   for (const auto& p : parts)
     if (p.with_bias && p.linear->bias.defined()) sources.push_back(p.linear->bias);
   return sources;
+}
+
+// The parts' products through autograd as one: their weights (and biases) concatenated, one
+// product, and its result split into views, one per part. The weights' gradients come back
+// through cat, each a slice of the one product's.
+std::vector<Tensor> product_then_split(const std::vector<StackedProjection::Part>& parts, const Tensor& input) {
+  std::vector<Tensor> weights;
+  std::vector<int64_t> widths;
+  bool any_bias = false;
+  for (const auto& p : parts) {
+    weights.push_back(p.linear->weight);
+    widths.push_back(p.linear->out_features());
+    any_bias = any_bias || (p.with_bias && p.linear->bias.defined());
+  }
+  Tensor all = linear_product(input, cat(weights, 0));
+  if (any_bias) {
+    std::vector<Tensor> biases;
+    for (const auto& p : parts) {
+      const Tensor& w = p.linear->weight;
+      biases.push_back(p.with_bias && p.linear->bias.defined() ? p.linear->bias
+                                                              : zeros({w.size(0)}, {w.dtype(), w.device()}));
+    }
+    all = all + cat(biases, 0);
+  }
+  return split(all, widths, -1);
 }
 
 }  // namespace
@@ -51,16 +77,17 @@ void StackedProjection::rebuild(const std::vector<Part>& parts) {
 
 std::vector<Tensor> StackedProjection::forward(const std::vector<Part>& parts, const Tensor& x, const Norm* input_norm) {
   LINEA_CHECK(!parts.empty(), "StackedProjection", "needs at least one part");
-  bool stackable = fuses_products(x);
+  bool any_lora = false;
   for (const auto& p : parts) {
     LINEA_CHECK(p.linear->in_features() == parts[0].linear->in_features(), "StackedProjection",
                 "parts must take one input width, got ", p.linear->in_features(), " and ",
                 parts[0].linear->in_features());
-    stackable = stackable && !p.linear->lora;
+    any_lora = any_lora || p.linear->lora;
   }
   std::vector<Tensor> out;
-  if (!stackable) {
+  if (any_lora || !fuses_products(x)) {
     const Tensor input = input_norm ? input_norm->forward(x) : x;
+    if (parts.size() > 1 && !any_lora) return product_then_split(parts, input);
     for (const auto& p : parts)
       out.push_back(p.with_bias ? p.linear->forward(input) : p.linear->forward_without_bias(input));
     return out;

@@ -55,19 +55,53 @@ class GateProjection final : public Module {
   const Linear* down_linear() const { return down_.get(); }  // nullptr at full rank
   const Linear* up_linear() const { return up_.get(); }
 
- private:
   // (B, T, H size) -> (B, H, T, size), a view.
   Tensor heads_first(const Tensor& y) const {
     return permute(view(y, {y.size(0), y.size(1), heads_, size_}), {0, 2, 1, 3});
   }
 
+ private:
+
   int64_t heads_, size_;
   std::shared_ptr<Linear> down_, up_;
 };
 
+// A gate computed from the pre-activations of its projections of x. forward(x) projects them
+// itself; a caller that runs the projections in one product with its own (LinearAttention) takes
+// products_of_x() and hands the results to forward_from_products().
 class GateBase : public Gate {
+ public:
+  GateOutput forward(const Tensor& x) override {
+    std::vector<Tensor> pre;
+    for (const GateProjection* p : projections())
+      pre.push_back(adds_own_biases() ? p->forward_without_bias(x) : p->forward(x));
+    return from_preactivations(pre);
+  }
+  std::vector<StackedProjection::Part> products_of_x() const override {
+    std::vector<StackedProjection::Part> parts;
+    for (const GateProjection* p : projections()) {
+      if (!p->single_linear()) return {};
+      parts.push_back({p->single_linear(), !adds_own_biases()});
+    }
+    return parts;
+  }
+  GateOutput forward_from_products(const std::vector<Tensor>& products) override {
+    const std::vector<const GateProjection*> projs = projections();
+    LINEA_CHECK(products.size() == projs.size(), "gate", "expected ", projs.size(), " products of x, got ",
+                products.size());
+    std::vector<Tensor> pre;
+    for (size_t i = 0; i < projs.size(); ++i) pre.push_back(projs[i]->heads_first(products[i]));
+    return from_preactivations(pre);
+  }
+
  protected:
   explicit GateBase(const GateConfig& config) : floor_(config.log_decay_floor) {}
+  // The gate's projections of x, in the order from_preactivations takes their results.
+  virtual std::vector<const GateProjection*> projections() const = 0;
+  // The gate from those pre-activations, (B, H, T, size) each: with their biases added, unless
+  // adds_own_biases() (then the gate's op adds them itself).
+  virtual GateOutput from_preactivations(const std::vector<Tensor>& pre) const = 0;
+  virtual bool adds_own_biases() const { return false; }
   // Applied to every per-step log decay before the scan exponentiates anything.
   Tensor floored(const Tensor& log_decay) const { return clamp(log_decay, floor_, std::nullopt); }
   double floor_;
@@ -78,14 +112,16 @@ class ScalarGate final : public GateBase {
   ScalarGate(const GateConfig& c, int64_t d_model, int64_t heads, Generator& gen) : GateBase(c) {
     proj_ = register_module("proj", std::make_shared<GateProjection>(d_model, heads, 1, 0, c.bias_init, gen));
   }
-  GateOutput forward(const Tensor& x) override {
-    const Tensor log_g = floored(logsigmoid(proj_->forward(x)));
+
+ private:
+  std::vector<const GateProjection*> projections() const override { return {proj_.get()}; }
+  GateOutput from_preactivations(const std::vector<Tensor>& pre) const override {
+    const Tensor log_g = floored(logsigmoid(pre[0]));
     // 1 - g from the floored log g (not sigmoid(-a)), so decay and input weight stay exactly
     // complementary; expm1 keeps 1 - g accurate when g is close to 1.
     return {.gk = log_g, .gv = Tensor(), .key_scale = neg(expm1(log_g))};
   }
 
- private:
   std::shared_ptr<GateProjection> proj_;
 };
 
@@ -96,9 +132,6 @@ class FastDecayGate final : public GateBase {
     value_ = register_module("value_proj", std::make_shared<GateProjection>(d_model, heads, dv, 0, c.bias_init, gen));
     key_ = register_module("key_proj", std::make_shared<GateProjection>(d_model, heads, m, 0, c.bias_init, gen));
   }
-  GateOutput forward(const Tensor& x) override {
-    return {.gk = floored(logsigmoid(key_->forward(x))), .gv = floored(logsigmoid(value_->forward(x))), .key_scale = {}};
-  }
   bool decays_value_channels() const override { return true; }
   std::optional<LogSigmoidGateProjections> log_sigmoid_projections() const override {
     if (!value_->single_linear() || !key_->single_linear()) return std::nullopt;
@@ -107,6 +140,11 @@ class FastDecayGate final : public GateBase {
   }
 
  private:
+  std::vector<const GateProjection*> projections() const override { return {value_.get(), key_.get()}; }
+  GateOutput from_preactivations(const std::vector<Tensor>& pre) const override {
+    return {.gk = floored(logsigmoid(pre[1])), .gv = floored(logsigmoid(pre[0])), .key_scale = {}};
+  }
+
   std::shared_ptr<GateProjection> value_, key_;
 };
 
@@ -119,15 +157,17 @@ class GLAGate final : public GateBase {
     proj_ = register_module("proj",
                             std::make_shared<GateProjection>(d_model, heads, m, c.gla_low_rank, c.bias_init, gen));
   }
-  GateOutput forward(const Tensor& x) override {
-    return {.gk = floored(logsigmoid(proj_->forward(x)) / normalizer_), .gv = {}, .key_scale = {}};
-  }
   std::optional<LogSigmoidGateProjections> log_sigmoid_projections() const override {
     return LogSigmoidGateProjections{.key_down = proj_->down_linear(), .key = proj_->up_linear(), .value = nullptr,
                                      .normalizer = normalizer_, .floor = floor_};
   }
 
  private:
+  std::vector<const GateProjection*> projections() const override { return {proj_.get()}; }
+  GateOutput from_preactivations(const std::vector<Tensor>& pre) const override {
+    return {.gk = floored(logsigmoid(pre[0]) / normalizer_), .gv = {}, .key_scale = {}};
+  }
+
   double normalizer_;
   std::shared_ptr<GateProjection> proj_;
 };
@@ -140,14 +180,6 @@ class ReGLAGate final : public GateBase {
     forget_ = register_module("forget_proj", std::make_shared<GateProjection>(d_model, heads, size, 0, c.bias_init, gen));
     refine_ = register_module("refine_proj", std::make_shared<GateProjection>(d_model, heads, size, 0, c.bias_init, gen));
   }
-  GateOutput forward(const Tensor& x) override {
-    // Fused, the projections' biases go into the gate's kernels rather than passes of their own.
-    const Tensor log_f = fused_ ? linea::refined_log_gate(forget_->forward_without_bias(x), refine_->forward_without_bias(x),
-                                                          floor_, forget_->head_bias(), refine_->head_bias())
-                                : floored(refined_log_gate(forget_->forward(x), refine_->forward(x)));
-    if (dim_ == DecayDim::Value) return {.gk = {}, .gv = log_f, .key_scale = {}};
-    return {.gk = log_f, .gv = {}, .key_scale = {}};
-  }
   bool decays_value_channels() const override { return dim_ == DecayDim::Value; }
   std::optional<RefinedGateProjections> refined_projections() const override {
     return RefinedGateProjections{
@@ -155,6 +187,16 @@ class ReGLAGate final : public GateBase {
   }
 
  private:
+  std::vector<const GateProjection*> projections() const override { return {forget_.get(), refine_.get()}; }
+  // Fused, the projections' biases go into the gate's kernels rather than passes of their own.
+  bool adds_own_biases() const override { return fused_; }
+  GateOutput from_preactivations(const std::vector<Tensor>& pre) const override {
+    const Tensor log_f = fused_ ? linea::refined_log_gate(pre[0], pre[1], floor_, forget_->head_bias(), refine_->head_bias())
+                                : floored(refined_log_gate(pre[0], pre[1]));
+    if (dim_ == DecayDim::Value) return {.gk = {}, .gv = log_f, .key_scale = {}};
+    return {.gk = log_f, .gv = {}, .key_scale = {}};
+  }
+
   DecayDim dim_;
   bool fused_;
   std::shared_ptr<GateProjection> forget_, refine_;

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "nn/layers/linear.h"
+#include "nn/layers/stacked_projection.h"
 #include "nn/module.h"
 
 namespace linea::nn::linear {
@@ -94,6 +95,12 @@ class Gate : public Module {
   virtual std::optional<RefinedGateProjections> refined_projections() const { return std::nullopt; }
   // The same for the log-sigmoid gates; nullopt for every other gate.
   virtual std::optional<LogSigmoidGateProjections> log_sigmoid_projections() const { return std::nullopt; }
+  // The gate's products of x, for a caller that runs them in one product with its own
+  // (LinearAttention::prepare stacks them with q, k and v), each with whether its bias is added
+  // there; empty where a projection is not one Linear of x (GLA's low rank).
+  virtual std::vector<StackedProjection::Part> products_of_x() const = 0;
+  // The gate from the results of products_of_x(), (B, T, width) each, in that order.
+  virtual GateOutput forward_from_products(const std::vector<Tensor>& products) = 0;
 };
 
 // A gate for `heads` heads with feature dim m (the key dim of the state) and value dim dv.

@@ -79,9 +79,14 @@ Tensor LinearAttention::heads_first(const Tensor& y, int64_t width) const {
 
 LinearAttention::ScanInputs LinearAttention::prepare(const Tensor& x, const Tensor& previous_key_max,
                                                      KeyMaxMode mode) {
-  const Tensor q = heads_first(q_proj_->forward(x), key_dim_);  // (B, H, T, d)
-  const Tensor k = heads_first(k_proj_->forward(x), key_dim_);
-  Tensor v = heads_first(v_proj_->forward(x), config_.head_dim);  // (B, H, T, dv)
+  // q, k, v and the gate's projections of x as one product (nn/layers/stacked_projection.h).
+  std::vector<StackedProjection::Part> parts = {{q_proj_.get(), true}, {k_proj_.get(), true}, {v_proj_.get(), true}};
+  const std::vector<StackedProjection::Part> gate_parts = gate_ ? gate_->products_of_x() : std::vector<StackedProjection::Part>{};
+  parts.insert(parts.end(), gate_parts.begin(), gate_parts.end());
+  const std::vector<Tensor> y = sequence_projections_.forward(parts, x);  // (B, T, width) each
+  const Tensor q = heads_first(y[0], key_dim_);  // (B, H, T, d)
+  const Tensor k = heads_first(y[1], key_dim_);
+  Tensor v = heads_first(y[2], config_.head_dim);  // (B, H, T, dv)
 
   ScanInputs in;
   Tensor key_decay;  // the running max's scalar log decay lambda, (B, H, T, 1)
@@ -101,7 +106,9 @@ LinearAttention::ScanInputs LinearAttention::prepare(const Tensor& x, const Tens
       in.last_key_max = norm.last_max;
     }
   }
-  const GateOutput g = gate_ ? gate_->forward(x) : GateOutput{};
+  const GateOutput g = !gate_              ? GateOutput{}
+                       : gate_parts.empty() ? gate_->forward(x)
+                                            : gate_->forward_from_products({y.begin() + 3, y.end()});
   in.k = mul_defined(in.k, g.key_scale);
   // lambda is a scalar, so it may join either side; the scan folds a scalar key decay into a
   // per-channel value decay when that is the only other one.

@@ -165,7 +165,8 @@ class LinearAttention : public SequenceMixer {
   std::shared_ptr<FeatureMap> feature_map_;
   std::shared_ptr<Gate> gate_;       // null without a gate
   std::shared_ptr<HeadNorm> norm_;   // null without an output norm
-  StackedProjection step_projections_;  // the fused step's q, k, v (and refined gate) products
+  StackedProjection step_projections_;      // the fused step's q, k, v (and refined gate) products
+  StackedProjection sequence_projections_;  // prepare()'s: q, k, v and the gate's products of x
 };
 
 }  // namespace linea::nn::linear

@@ -83,9 +83,13 @@ TEST_P(EveryLetter, DecodingMatchesForward) {
   EXPECT_TRUE(all_close(stack(steps, 1), full, 1e-9, 1e-11));
 }
 
+// In float64: some letters' first steps are erratic at this learning rate (RFA's loss rises before it
+// falls), and in float32 a change of rounding alone (one product for q, k, v and the gate instead
+// of several) moved where 15 steps end.
 TEST_P(EveryLetter, LossIsFiniteAndDecreasesWithSgd) {
   Generator gen(3);
   LanguageModel model(small_config(std::string(2, GetParam())), gen);
+  model.to(kFloat64);
   const Tensor ids = randint(0, 13, {4, 16}, kCPU, &gen);
   const Tensor targets = randint(0, 13, {4, 16}, kCPU, &gen);
   double first = 0, last = 0;
