@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/backend.h"
 #include "tests/cuda/fused_parity.h"
 
 namespace linea::testing {
@@ -117,6 +118,73 @@ TEST(CudaFusedKernels, CrossEntropyOfStridedLogits) {
         },
         {random_normal({5, 20}, dtype, 9)}, fused_tolerance(dtype), "sliced logits");
   }
+}
+
+// The kernels' own results, lse included (the op keeps it for backward only): losses and lse from
+// the forward, dlogits from the backward for the cotangent dloss, on the device of `logits`.
+struct CrossEntropyResults {
+  Tensor losses, lse, dlogits;
+};
+
+CrossEntropyResults cross_entropy_kernels(const Tensor& logits, const Tensor& targets, const Tensor& dloss) {
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const Device device = logits.device();
+  CrossEntropyResults out{empty({rows}, logits.dtype(), device), empty({rows}, logits.dtype(), device),
+                          empty({rows, classes}, logits.dtype(), device)};
+  const Backend& kernels = backend_for(device);
+  kernels.cross_entropy(logits, to(targets, device), -100, out.losses, out.lse);
+  kernels.cross_entropy_backward(logits, to(targets, device), -100, out.lse, to(dloss, device), out.dlogits);
+  return out;
+}
+
+// The kernels read 16-byte packs from a row's first 16-byte boundary on, and the elements before it
+// and after its last whole pack one by one; the backward stores packs where dlogits' row sits
+// against 16 bytes as the logits' row does, and goes one element at a time where it does not.
+// Cases: classes a multiple of 4 (8192: several tiles of packs per thread; 4100: a last tile cut
+// short), not (8191 and 50257: rows start at every offset; 5, 1, 37: warp groups, a pack or none),
+// and logits read as columns [offset, offset + classes) of a wider tensor, so that every row (8196
+// wide) or most rows (4103, 39 wide) start off 16 bytes where dlogits' rows do not. In every case:
+// ignored rows (every 7th, one of them holding a NaN), rows with a third of their logits -inf, a
+// row all -inf, and a row with one NaN logit (its loss, lse and dlogits NaN).
+TEST(CudaFusedKernels, CrossEntropyPackedReadsMatchCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  struct Case {
+    int64_t rows, classes, offset, extra;  // logits: columns [offset, offset + classes) of classes + extra
+  };
+  const Case cases[] = {{64, 8192, 0, 0}, {40, 4100, 0, 0}, {33, 8191, 0, 0}, {300, 5, 0, 0},
+                        {300, 1, 0, 0},   {9, 50257, 0, 0}, {20, 8192, 1, 4}, {20, 4100, 2, 3},
+                        {300, 37, 1, 2}};
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  uint64_t seed = 70;
+  for (DType dtype : kDtypes)
+    for (const Case& c : cases) {
+      const int64_t width = c.classes + c.extra;
+      std::vector<double> v = random_normal({c.rows, width}, kFloat64, seed++).to_vector<double>();
+      for (int64_t r = 0; r < c.rows; ++r)
+        for (int64_t j = 0; j < c.classes; ++j) {
+          double& x = v[r * width + c.offset + j];
+          x *= 3.0;
+          if ((r % 4 == 1 && (j + r) % 3 == 0) || r == 3) x = -inf;
+        }
+      // A NaN in a row that has finite logits (row 2), and in an ignored one (row 7).
+      for (int64_t r : {2, 7})
+        if (c.classes > 1 && r < c.rows) v[r * width + c.offset + c.classes / 2] = nan;
+      const Tensor wide = to(from_vector(v, {c.rows, width}), dtype);
+      const Tensor targets = draw_targets(c.rows, c.classes, seed++);
+      const Tensor dloss = random_normal({c.rows}, dtype, seed++);
+      auto logits_of = [&](const Tensor& t) { return slice(t, 1, c.offset, c.offset + c.classes); };
+      const CrossEntropyResults want = cross_entropy_kernels(logits_of(wide), targets, dloss);
+      const CrossEntropyResults got = cross_entropy_kernels(logits_of(on_gpu(wide)), targets, dloss);
+      const std::string what = label("cross_entropy kernels", dtype, {c.rows, c.classes}) + " columns from " +
+                               std::to_string(c.offset) + " of " + std::to_string(width);
+      const Tolerance tol = fused_tolerance(dtype);
+      EXPECT_TRUE(within(got.losses, want.losses, tol)) << what << ": losses";
+      EXPECT_TRUE(within(got.lse, want.lse, tol)) << what << ": lse";
+      EXPECT_TRUE(within(got.dlogits, want.dlogits, tol)) << what << ": dlogits";
+      if (c.classes > 1 && c.rows > 2) {  // the row with a NaN logit
+        EXPECT_TRUE(std::isnan(to(got.losses, kCPU).to_vector<double>()[2])) << what;
+      }
+    }
 }
 
 TEST(CudaFusedKernels, CrossEntropyRejectsOutOfRangeTargets) {
