@@ -20,7 +20,7 @@
 // vocabulary of 50257, whose rows start at every offset, takes packs too. The backward stores
 // packs where dlogits' row sits against 16 bytes as the logits' row does (contiguous rows from
 // aligned storage: always) and falls back to one element at a time otherwise. A row with a NaN
-// logit (and a finite one) gets a NaN lse and loss, as on the CPU; MaxSum::logsumexp alone gave -inf.
+// logit (and a finite one) gets a NaN lse and loss, as on the CPU (MaxSum::logsumexp).
 #include <cstdint>
 
 #include "cuda/buffer.h"
@@ -107,13 +107,6 @@ __device__ __forceinline__ void add_tile(MaxSum<T>& part, const Pack<T> (&v)[kTi
   }
 }
 
-// The row's logsumexp, NaN when a logit is NaN: MaxSum::logsumexp turns a NaN sum into -inf (NaN > 0
-// is false), where the CPU oracle gives NaN.
-template <class T>
-__device__ __forceinline__ T logsumexp_of(const MaxSum<T>& all) {
-  return isnan(all.sum) ? all.sum : all.logsumexp();
-}
-
 template <class T, int kGroup>
 __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
     cross_entropy_kernel(const T* logits, int64_t row_stride, const int64_t* targets, int64_t target_stride,
@@ -138,7 +131,7 @@ __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
     }
     part.add(loose[0]);
     part.add(loose[1]);
-    const T l = logsumexp_of(G::max_sum(part));
+    const T l = G::max_sum(part).logsumexp();
     if (lane == 0) {
       lse[r] = l;
       if (t == ignore_index) {

@@ -36,8 +36,9 @@ struct MaxSum {
     sum = sum * exp(max - m) + o.sum * exp(o.max - m);
     max = m;
   }
+  // A NaN sum (a NaN in the row) stays NaN, as on the CPU: only a zero sum means "all -inf".
   __device__ __forceinline__ T logsumexp() const {
-    return sum > T(0) ? max + log(sum) : -std::numeric_limits<T>::infinity();
+    return sum == T(0) ? -std::numeric_limits<T>::infinity() : max + log(sum);
   }
 };
 
