@@ -59,15 +59,12 @@ Tensor scalar_like(double value, const Tensor& x) { return full({}, value, {x.dt
 Tensor in_order_of(const Tensor& flat, const Shape& shape, const Shape& strides) {
   const bool rows_contiguous = shape.empty() || shape.back() == 1 || strides.back() == 1;
   if (!rows_contiguous) return reshape(flat, shape);
+  // The leading dims by decreasing stride (gaps between rows do not matter: a view of one part of
+  // a wider product has them), the last dim innermost.
   std::vector<int64_t> order(shape.size());
   for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  int64_t expected = 1;
-  for (size_t i = order.size(); i-- > 0;) {
-    const int64_t d = order[i];
-    if (shape[d] != 1 && strides[d] != expected) return reshape(flat, shape);
-    expected *= shape[d];
-  }
+  if (!order.empty())
+    std::stable_sort(order.begin(), order.end() - 1, [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
   Shape permuted(shape.size());
   std::vector<int64_t> inverse(shape.size());
   for (size_t i = 0; i < order.size(); ++i) {

@@ -36,11 +36,13 @@ auto rethrow_as(const char* op, const std::string& context, F&& f) -> decltype(f
 Tensor unary_kernel(UnaryOp op, const Tensor& x, UnaryArgs args = {});
 // out = op(a, b) with broadcasting; comparisons give Bool.
 Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name);
-// An uninitialised tensor of `shape` laid out in memory like a tensor with `strides` (dims in the
-// same order of decreasing stride), when those strides are dense (no gaps, no overlaps) and keep
-// the last dim contiguous (the kernels that use this write contiguous rows); else contiguous. An op on a transposed view then returns (and takes gradients in) the view's memory
-// order, and the reshapes around it stay views rather than copies: attention and RoPE on the
-// (B, T, H, dh) projections seen as (B, H, T, dh).
+// An uninitialised, dense tensor of `shape` whose dims lie in memory in the order of a tensor with
+// `strides` (leading dims by decreasing stride, the last dim innermost), when those strides keep
+// the last dim contiguous (the kernels that use this write contiguous rows); else contiguous. An
+// op on a transposed view then returns (and takes gradients in) the view's memory order, and the
+// reshapes around it stay views rather than copies: attention and RoPE on the (B, T, H, dh)
+// projections seen as (B, H, T, dh), also when those are parts of one wider product (rows with
+// gaps between them).
 Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, Device device);
 // The same layout as a view of `flat`, a contiguous 1-D tensor of numel(shape) elements (a slice
 // of a larger result, for an op that returns several tensors from one node).

@@ -130,12 +130,8 @@ SoftmaxAttention::SoftmaxAttention(const SoftmaxAttentionConfig& config, Generat
 
 Tensor SoftmaxAttention::project_heads(const Linear& proj, const Tensor& x, int64_t heads, int64_t offset,
                                        bool rotate) const {
-  return split_heads(proj.forward(x), heads, offset, rotate);
-}
-
-Tensor SoftmaxAttention::split_heads(const Tensor& y, int64_t heads, int64_t offset, bool rotate) const {
-  const int64_t batch = y.size(0), time = y.size(1);
-  Tensor h = transpose(reshape(y, {batch, time, heads, config_.head_dim}), 1, 2);
+  const int64_t batch = x.size(0), time = x.size(1);
+  Tensor h = transpose(reshape(proj.forward(x), {batch, time, heads, config_.head_dim}), 1, 2);
   return rotate && rope_ ? rope_->forward(h, offset) : h;
 }
 
@@ -171,12 +167,9 @@ Tensor SoftmaxAttention::attend_composite(const Tensor& q, const Tensor& k, cons
 
 Tensor SoftmaxAttention::forward(const Tensor& x) {
   check_sequence_input(x, config_.d_model, "SoftmaxAttention");
-  // q, k and v as one product (nn/layers/stacked_projection.h).
-  const std::vector<Tensor> y =
-      sequence_projections_.forward({{q_proj.get(), true}, {k_proj.get(), true}, {v_proj.get(), true}}, x);
-  const Tensor q = split_heads(y[0], config_.heads, 0, true);
-  const Tensor k = split_heads(y[1], config_.kv_heads, 0, true);
-  const Tensor v = split_heads(y[2], config_.kv_heads, 0, false);
+  const Tensor q = project_heads(*q_proj, x, config_.heads, 0, true);
+  const Tensor k = project_heads(*k_proj, x, config_.kv_heads, 0, true);
+  const Tensor v = project_heads(*v_proj, x, config_.kv_heads, 0, false);
   return o_proj->forward(attend(q, k, v));
 }
 

@@ -72,8 +72,6 @@ class SoftmaxAttention : public SequenceMixer {
  private:
   // (B, T, D) -> (B, heads, T, dh) through proj, with RoPE from position offset when enabled.
   Tensor project_heads(const Linear& proj, const Tensor& x, int64_t heads, int64_t offset, bool rotate) const;
-  // A projection's result (B, T, heads * dh) -> (B, heads, T, dh), rotated when asked (and RoPE is on).
-  Tensor split_heads(const Tensor& y, int64_t heads, int64_t offset, bool rotate) const;
   // q (B, H, Tq, dh), k/v (B, KV, Tk, dh), the queries being the last Tq of the Tk positions
   // -> (B, Tq, H*dh), through the fused kernel or the composite path (see the top of this file).
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) const;
@@ -91,8 +89,7 @@ class SoftmaxAttention : public SequenceMixer {
 
   SoftmaxAttentionConfig config_;
   std::shared_ptr<RoPE> rope_;
-  StackedProjection step_projections_;      // the decoding step's q, k and v as one product
-  StackedProjection sequence_projections_;  // forward()'s
+  StackedProjection step_projections_;  // the decoding step's q, k and v as one product
 };
 
 }  // namespace linea::nn
