@@ -8,6 +8,7 @@
 #include "cuda/backend.h"
 #include "cuda/check.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/deferred_checks.h"
 #include "cuda/memory.h"
 #include "cuda/stream.h"
 
@@ -50,6 +51,7 @@ void copy_to_host(void* dst, const void* src, size_t bytes, int device) {
                    " bytes from cuda:", device);
   // Also where a fault of an earlier kernel surfaces: the message names this copy, see check.h.
   LINEA_CUDA_CHECK(cudaStreamSynchronize(stream), "cuda.copy", bytes, " bytes from cuda:", device);
+  raise_failed_checks(device);
 }
 
 void copy_between_devices(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
@@ -67,11 +69,14 @@ void copy_between_devices(void* dst, int dst_device, const void* src, int src_de
   LINEA_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, stream), "cuda.copy", bytes,
                    " bytes from cuda:", src_device, " to cuda:", dst_device);
   LINEA_CUDA_CHECK(cudaStreamSynchronize(stream), "cuda.copy", "cuda:", dst_device);
+  raise_failed_checks(src_device);
+  raise_failed_checks(dst_device);
 }
 
 void synchronize(int device) {
   use_device(device);
   LINEA_CUDA_CHECK(cudaDeviceSynchronize(), "cuda.synchronize", "cuda:", device);
+  raise_failed_checks(device);
 }
 
 const Backend& cuda_backend(int device) {

@@ -25,6 +25,13 @@ StepResult train_step(nn::LanguageModel& model, Optimizer& optimizer, const std:
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const Batch& b = micro_batches[i];
     const Tensor loss = model.loss(to(b.inputs, device), to(b.targets, device));
+    // The backward is queued before the loss is read: reading it waits for the forward, and the
+    // host would then queue the backward's first kernels onto an idle GPU. A non-finite loss
+    // makes non-finite gradients, which no optimizer step takes (below).
+    const Tensor scaled = micro_batches.size() > 1 ? loss * scale : loss;
+    const bool last = i + 1 == micro_batches.size();
+    if (parallel && last) backward(scaled, Tensor(), false, parallel->gradients.hook());
+    else backward(scaled);
     const double value = loss.item();
     r.loss += value * scale;
     if (!std::isfinite(value)) {
@@ -33,10 +40,6 @@ StepResult train_step(nn::LanguageModel& model, Optimizer& optimizer, const std:
       // collectives, or the others would wait for it forever: go on, and let them agree below.
       if (!parallel) return r;
     }
-    const Tensor scaled = micro_batches.size() > 1 ? loss * scale : loss;
-    const bool last = i + 1 == micro_batches.size();
-    if (parallel && last) backward(scaled, Tensor(), false, parallel->gradients.hook());
-    else backward(scaled);
   }
   if (parallel) {
     parallel->gradients.finish();

@@ -2,9 +2,9 @@
 // scatter_add accumulate through one, deterministically.
 //
 // Bounds: index_select and gather check each index where they read it; a bad one sets a flag
-// (with the value) instead of reading, and the host reads the flag after the kernel and raises
-// the CPU's Error. That read waits for the kernel: a sync per call, the price of an Error
-// instead of a silent garbage read. While the stream is being captured into a graph
+// (with the value) instead of reading, and the host raises the CPU's Error at its next wait for
+// the device (cuda/deferred_checks.h), not at once: a wait per call kept a training step's host
+// from queueing its backward while the forward ran. While the stream is being captured into a graph
 // (cuda/graph.h) the host cannot wait: the kernel still refuses to read out of bounds, but no
 // Error can follow, so a graph's caller must pass indices it knows are in range (the decode
 // graph's token ids come from its own sampling over the vocabulary, train/decode_graph.h).
@@ -22,6 +22,7 @@
 
 #include "cuda/buffer.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/deferred_checks.h"
 #include "cuda/launch.cuh"
 
 namespace linea::cuda {
@@ -46,9 +47,10 @@ __device__ void report_bad_index(int64_t* flag, int64_t value) {
   if (atomicCAS(reinterpret_cast<unsigned long long*>(flag), 0ull, 1ull) == 0ull) flag[1] = value;
 }
 
-// Read back by check() after the kernel, except while a graph is captured: a replay cannot stop
-// for the host, so there the flag is neither cleared nor read (a replayed decoding step's first
-// node is then its embedding's kernel, not a memset).
+// Read back by the host at its next wait for the device (check() queues it, cuda/deferred_checks.h),
+// except while a graph is captured: a replay cannot stop for the host, so there the flag is
+// neither cleared nor read (a replayed decoding step's first node is then its embedding's kernel,
+// not a memset).
 class BadIndexFlag {
  public:
   BadIndexFlag(int device, cudaStream_t stream)
@@ -57,12 +59,13 @@ class BadIndexFlag {
       LINEA_CUDA_CHECK(cudaMemsetAsync(buffer_.as<int64_t>(), 0, 2 * sizeof(int64_t), stream), "index");
   }
   int64_t* get() const { return buffer_.as<int64_t>(); }
-  // Waits for the kernel; raises the CPU's Error if it saw a bad index (not while capturing).
+  // Queues the check of the kernel queued before: the CPU's Error if it saw a bad index, raised at
+  // the host's next wait (not while capturing).
   void check(const char* op, int64_t size) const {
     if (capturing_) return;
-    int64_t host[2] = {0, 0};
-    copy_to_host(host, buffer_.as<int64_t>(), sizeof host, device_);
-    LINEA_CHECK(host[0] == 0, op, "index ", host[1], " is out of range for a dim of size ", size);
+    defer_check(device_, buffer_.as<int64_t>(), 2, op, [size](const int64_t* v) -> std::string {
+      return v[0] == 0 ? "" : check_message("index ", v[1], " is out of range for a dim of size ", size);
+    });
   }
 
  private:

@@ -190,10 +190,15 @@ TEST(CudaFusedKernels, CrossEntropyPackedReadsMatchCpu) {
 TEST(CudaFusedKernels, CrossEntropyRejectsOutOfRangeTargets) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Tensor logits = on_gpu(random_normal({4, 5}, kFloat32, 10));
-  EXPECT_LINEA_ERROR(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 5, 2, -100}, {4}))),
+  // The check is read at the host's next wait for the device (cuda/deferred_checks.h): here, the
+  // copy of the loss to the host.
+  EXPECT_LINEA_ERROR(to(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 5, 2, -100}, {4}))), kCPU),
                      "cross_entropy", "target 5 at row 1 is out of range for 5 classes");
-  EXPECT_LINEA_ERROR(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 0, -3, 7}, {4}))),
+  EXPECT_LINEA_ERROR(to(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 0, -3, 7}, {4}))), kCPU),
                      "target -3 at row 2");
+  // The call alone does not wait; the error comes with the first wait after it, whatever it reads.
+  const Tensor unread = cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{9, 0, 1, 2}, {4})));
+  EXPECT_LINEA_ERROR(to(on_gpu(from_vector(std::vector<int64_t>{1}, {1})), kCPU), "cross_entropy", "target 9 at row 0");
   // The device is still usable afterwards.
   EXPECT_TRUE(std::isfinite(cross_entropy(logits, on_gpu(from_vector(std::vector<int64_t>{1, 0, 3, 4}, {4}))).item()));
 }

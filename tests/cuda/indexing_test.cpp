@@ -89,11 +89,18 @@ TEST(CudaIndexing, BadIndicesRaiseErrorsNamingTheOpAndTheValue) {
   const Tensor x = zeros({11, 4}, {kFloat32, gpu()});
   const Tensor too_big = from_vector<int64_t>({0, 3, 11, 2}, {4}, gpu());
   const Tensor negative = from_vector<int64_t>({-1}, {1}, gpu());
-  EXPECT_LINEA_ERROR(index_select(x, 0, too_big), "index_select", "index 11 is out of range for a dim of size 11");
-  EXPECT_LINEA_ERROR(index_select(x, 0, negative), "index_select", "index -1 is out of range");
-  EXPECT_LINEA_ERROR(embedding(x, too_big), "embedding", "out of range");
+  // Raised at the host's next wait for the device (cuda/deferred_checks.h): the copy to the host.
+  EXPECT_LINEA_ERROR(to(index_select(x, 0, too_big), kCPU), "index_select",
+                     "index 11 is out of range for a dim of size 11");
+  EXPECT_LINEA_ERROR(to(index_select(x, 0, negative), kCPU), "index_select", "index -1 is out of range");
+  // (raised after embedding() returned, so by its index_select rather than in embedding's words)
+  EXPECT_LINEA_ERROR(to(embedding(x, too_big), kCPU), "index_select", "index 11 is out of range");
   const Tensor g_index = from_vector<int64_t>({0, 1, 2, 4, 0, 0, 0, 0}, {2, 4}, gpu());
-  EXPECT_LINEA_ERROR(gather(x, 1, g_index), "gather", "index 4 is out of range for a dim of size 4");
+  EXPECT_LINEA_ERROR(to(gather(x, 1, g_index), kCPU), "gather", "index 4 is out of range for a dim of size 4");
+  // Two bad calls before one wait: the first one's error; both are consumed by it.
+  const Tensor first = gather(x, 1, g_index), second = index_select(x, 0, too_big);
+  EXPECT_LINEA_ERROR(cuda::synchronize(0), "gather", "index 4");
+  EXPECT_EQ(to(index_select(x, 0, from_vector<int64_t>({10}, {1}, gpu())), kCPU).numel(), 4);
   EXPECT_LINEA_ERROR(scatter_add(x, 1, g_index, zeros({2, 4}, {kFloat32, gpu()})), "scatter_add", "index 4");
   const Tensor out = zeros({11, 4}, {kFloat32, gpu()});
   EXPECT_LINEA_ERROR(backend_for(gpu()).index_add(out, 0, too_big, zeros({4, 4}, {kFloat32, gpu()})), "index_add",
