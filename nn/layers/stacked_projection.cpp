@@ -18,28 +18,35 @@ std::vector<Tensor> sources_of(const std::vector<StackedProjection::Part>& parts
   return sources;
 }
 
+std::vector<Tensor> weights_of(const std::vector<StackedProjection::Part>& parts) {
+  std::vector<Tensor> weights;
+  for (const auto& p : parts) weights.push_back(p.linear->weight);
+  return weights;
+}
+
+// The biases the stack adds, one per part in order (zeros for a part that adds none), or undefined
+// when no part adds one.
+Tensor stacked_bias(const std::vector<StackedProjection::Part>& parts) {
+  bool any_bias = false;
+  for (const auto& p : parts) any_bias = any_bias || (p.with_bias && p.linear->bias.defined());
+  if (!any_bias) return Tensor();
+  std::vector<Tensor> biases;
+  for (const auto& p : parts) {
+    const Tensor& w = p.linear->weight;
+    biases.push_back(p.with_bias && p.linear->bias.defined() ? p.linear->bias
+                                                            : zeros({w.size(0)}, {w.dtype(), w.device()}));
+  }
+  return cat(biases, 0);
+}
+
 // The parts' products through autograd as one: their weights (and biases) concatenated, one
 // product, and its result split into views, one per part. The weights' gradients come back
 // through cat, each a slice of the one product's.
 std::vector<Tensor> product_then_split(const std::vector<StackedProjection::Part>& parts, const Tensor& input) {
-  std::vector<Tensor> weights;
   std::vector<int64_t> widths;
-  bool any_bias = false;
-  for (const auto& p : parts) {
-    weights.push_back(p.linear->weight);
-    widths.push_back(p.linear->out_features());
-    any_bias = any_bias || (p.with_bias && p.linear->bias.defined());
-  }
-  Tensor all = linear_product(input, cat(weights, 0));
-  if (any_bias) {
-    std::vector<Tensor> biases;
-    for (const auto& p : parts) {
-      const Tensor& w = p.linear->weight;
-      biases.push_back(p.with_bias && p.linear->bias.defined() ? p.linear->bias
-                                                              : zeros({w.size(0)}, {w.dtype(), w.device()}));
-    }
-    all = all + cat(biases, 0);
-  }
+  for (const auto& p : parts) widths.push_back(p.linear->out_features());
+  Tensor all = linear_product(input, cat(weights_of(parts), 0));
+  if (const Tensor bias = stacked_bias(parts); bias.defined()) all = all + bias;
   return split(all, widths, -1);
 }
 
@@ -54,22 +61,9 @@ bool StackedProjection::cache_matches(const std::vector<Part>& parts) const {
 }
 
 void StackedProjection::rebuild(const std::vector<Part>& parts) {
-  std::vector<Tensor> weights, biases;
-  bool any_bias = false;
-  for (const auto& p : parts) {
-    weights.push_back(p.linear->weight);
-    any_bias = any_bias || (p.with_bias && p.linear->bias.defined());
-  }
+  const std::vector<Tensor> weights = weights_of(parts);
   weight_ = weights.size() == 1 ? weights[0] : cat(weights, 0);
-  bias_ = Tensor();
-  if (any_bias) {
-    for (const auto& p : parts) {
-      const Tensor& w = p.linear->weight;
-      biases.push_back(p.with_bias && p.linear->bias.defined() ? p.linear->bias
-                                                              : zeros({w.size(0)}, {w.dtype(), w.device()}));
-    }
-    bias_ = cat(biases, 0);
-  }
+  bias_ = stacked_bias(parts);
   sources_ = sources_of(parts);
   versions_.clear();
   for (const Tensor& t : sources_) versions_.push_back(t.version());
