@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "cuda/check.h"
@@ -40,7 +41,7 @@ std::vector<Pending> take_pending(int device, const int64_t*& host) {
   DeviceChecks& c = checks[device];
   host = c.host;
   c.next_slot = 0;
-  return std::move(c.pending);
+  return std::exchange(c.pending, {});
 }
 
 void raise_first_failure(const std::vector<Pending>& pending, const int64_t* host) {
