@@ -25,6 +25,7 @@
 
 #include "cuda/buffer.h"
 #include "cuda/deferred_checks.h"
+#include "cuda/kernels/pack.cuh"
 #include "cuda/kernels/rows.cuh"
 
 namespace linea::cuda {
@@ -38,12 +39,9 @@ __global__ void record_bad_target(unsigned long long* bad, const int64_t* target
   if (bad[0] != kNoBadRow) bad[1] = static_cast<unsigned long long>(targets[bad[0] * target_stride]);
 }
 
-// 16 bytes of T, the widest load a thread can issue.
+// 16 bytes of T, the widest load a thread can issue (cuda/kernels/pack.cuh).
 template <class T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
+using RowPack = Pack<T, kPack<T>>;
 
 // Packs a thread loads before using any: 64 bytes in flight per thread.
 constexpr int kTile = 4;
@@ -58,7 +56,7 @@ struct PackedRow {
 
 template <class T>
 __device__ __forceinline__ PackedRow packed_row(const T* row, int64_t n) {
-  constexpr int V = Pack<T>::kSize;
+  constexpr int V = kPack<T>;
   const int misaligned = static_cast<int>(reinterpret_cast<uintptr_t>(row) % 16 / sizeof(T));
   const int64_t head = misaligned == 0 ? 0 : (V - misaligned < n ? V - misaligned : n);
   const int64_t packs = (n - head) / V;
@@ -68,14 +66,15 @@ __device__ __forceinline__ PackedRow packed_row(const T* row, int64_t n) {
 // This lane's tile of packs i, i + kGroup, ..., i + (kTile - 1) kGroup; those past the row's end
 // read as `fill`.
 template <int kGroup, class T>
-__device__ __forceinline__ void load_tile(const Pack<T>* packs, int64_t count, int64_t i, T fill, Pack<T> (&v)[kTile]) {
+__device__ __forceinline__ void load_tile(const RowPack<T>* packs, int64_t count, int64_t i, T fill,
+                                          RowPack<T> (&v)[kTile]) {
 #pragma unroll
   for (int k = 0; k < kTile; ++k) {
     if (i + k * kGroup < count) {
       v[k] = packs[i + k * kGroup];
     } else {
 #pragma unroll
-      for (int e = 0; e < Pack<T>::kSize; ++e) v[k].v[e] = fill;
+      for (int e = 0; e < kPack<T>; ++e) v[k].v[e] = fill;
     }
   }
 }
@@ -85,20 +84,20 @@ __device__ __forceinline__ void load_tile(const Pack<T>* packs, int64_t count, i
 // makes it NaN, as in MaxSum::add. Where the max is not finite (everything -inf so far, or a +inf
 // logit) the elements go through MaxSum::add one by one, so such rows come out as before.
 template <class T>
-__device__ __forceinline__ void add_tile(MaxSum<T>& part, const Pack<T> (&v)[kTile]) {
+__device__ __forceinline__ void add_tile(MaxSum<T>& part, const RowPack<T> (&v)[kTile]) {
   constexpr T kInf = std::numeric_limits<T>::infinity();
   T m = part.max;
 #pragma unroll
   for (int k = 0; k < kTile; ++k)
 #pragma unroll
-    for (int e = 0; e < Pack<T>::kSize; ++e) m = v[k].v[e] > m ? v[k].v[e] : m;
+    for (int e = 0; e < kPack<T>; ++e) m = v[k].v[e] > m ? v[k].v[e] : m;
   if (m > -kInf && m < kInf) {
     T sums[kTile];  // one per pack: shorter chains of additions
 #pragma unroll
     for (int k = 0; k < kTile; ++k) {
       sums[k] = 0;
 #pragma unroll
-      for (int e = 0; e < Pack<T>::kSize; ++e) sums[k] += exp(v[k].v[e] - m);  // exp(-inf) = 0
+      for (int e = 0; e < kPack<T>; ++e) sums[k] += exp(v[k].v[e] - m);  // exp(-inf) = 0
     }
     T tile = 0;
 #pragma unroll
@@ -109,7 +108,7 @@ __device__ __forceinline__ void add_tile(MaxSum<T>& part, const Pack<T> (&v)[kTi
 #pragma unroll
     for (int k = 0; k < kTile; ++k)
 #pragma unroll
-      for (int e = 0; e < Pack<T>::kSize; ++e) part.add(v[k].v[e]);
+      for (int e = 0; e < kPack<T>; ++e) part.add(v[k].v[e]);
   }
 }
 
@@ -129,9 +128,9 @@ __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
     if (lane < row.head) loose[0] = x[lane];
     if (const int64_t j = row.tail + lane; j < classes) loose[1] = x[j];
     MaxSum<T> part;
-    const Pack<T>* packs = reinterpret_cast<const Pack<T>*>(x + row.head);
+    const RowPack<T>* packs = reinterpret_cast<const RowPack<T>*>(x + row.head);
     for (int64_t i = lane; i < row.packs; i += kTile * kGroup) {
-      Pack<T> v[kTile];
+      RowPack<T> v[kTile];
       load_tile<kGroup>(packs, row.packs, i, kNegInf, v);
       add_tile(part, v);
     }
@@ -159,18 +158,18 @@ __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
                                   int64_t ignore_index, const T* lse, int64_t lse_stride, const T* dloss,
                                   int64_t dloss_stride, T* dlogits, int64_t rows, int64_t classes) {
   using G = RowGroup<kGroup>;
-  constexpr int V = Pack<T>::kSize;
+  constexpr int V = kPack<T>;
   const int lane = G::lane();
   for (int64_t r = G::first_row(); r < rows; r += G::row_step()) {
     const T* x = logits + r * row_stride;
     T* dx = dlogits + r * classes;
     const int64_t t = targets[r * target_stride];
     const PackedRow out = packed_row(dx, classes);
-    Pack<T>* out_packs = reinterpret_cast<Pack<T>*>(dx + out.head);
+    RowPack<T>* out_packs = reinterpret_cast<RowPack<T>*>(dx + out.head);
     if (t == ignore_index) {
       if (lane < out.head) dx[lane] = T(0);
       if (const int64_t j = out.tail + lane; j < classes) dx[j] = T(0);
-      for (int64_t i = lane; i < out.packs; i += kGroup) out_packs[i] = Pack<T>{};
+      for (int64_t i = lane; i < out.packs; i += kGroup) out_packs[i] = RowPack<T>{};
       continue;
     }
     const T g = dloss[r * dloss_stride], l = lse[r * lse_stride];
@@ -184,9 +183,9 @@ __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
     }
     if (lane < out.head) dx[lane] = grad(x[lane], lane == t);
     if (const int64_t j = out.tail + lane; j < classes) dx[j] = grad(x[j], j == t);
-    const Pack<T>* in_packs = reinterpret_cast<const Pack<T>*>(x + out.head);
+    const RowPack<T>* in_packs = reinterpret_cast<const RowPack<T>*>(x + out.head);
     for (int64_t i = lane; i < out.packs; i += kTile * kGroup) {
-      Pack<T> v[kTile];
+      RowPack<T> v[kTile];
       load_tile<kGroup>(in_packs, out.packs, i, T(0), v);
 #pragma unroll
       for (int k = 0; k < kTile; ++k) {

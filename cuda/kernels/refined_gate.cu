@@ -16,6 +16,7 @@
 #include "cuda/backend.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels/elementwise.cuh"
+#include "cuda/kernels/pack.cuh"
 #include "cuda/launch.cuh"
 #include "tensor/scalar_math.h"
 
@@ -60,20 +61,6 @@ struct Rows {
   int32_t rows, width;
   int64_t stride[N];
 };
-
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <class T, int V>
-__device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, V>*>(p);
-}
-template <class T, int V>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T, V>& x) {
-  *reinterpret_cast<Pack<T, V>*>(p) = x;
-}
 
 // Calls f(row, channel) for the first channel of every thread's V, in a grid-stride loop.
 // The packs number fewer than 2^31 (rows_of), so the division is a 32-bit one.
@@ -148,9 +135,6 @@ bool rows_of(const Shape& shape, const std::array<const Tensor*, N>& operands, c
   }
   return true;
 }
-
-template <class T>
-constexpr int kPack = 16 / sizeof(T);
 
 template <int N>
 unsigned pack_blocks(const Rows<N>& r, int device, int V) {
