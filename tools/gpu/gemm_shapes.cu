@@ -22,43 +22,11 @@
 #include <functional>
 #include <vector>
 
+#include "probe.cuh"
+
 namespace {
 
-constexpr int kN = 16 * 1024, kD = 512, kP = 512, kParts = 5, kRepeats = 20;
-
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    const auto status = (call);                                                       \
-    if (static_cast<int>(status) != 0) {                                              \
-      std::printf("%s failed (%d), line %d\n", #call, static_cast<int>(status), __LINE__); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
-// Mean microseconds of `work` over kRepeats after two warm-up calls.
-double time_us(const std::function<void()>& work) {
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  work();
-  work();
-  CHECK(cudaEventRecord(start));
-  for (int i = 0; i < kRepeats; ++i) work();
-  CHECK(cudaEventRecord(stop));
-  CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, start, stop));
-  return 1000.0 * ms / kRepeats;
-}
-
-float* filled(size_t count) {
-  float* p = nullptr;
-  CHECK(cudaMalloc(&p, count * sizeof(float)));
-  std::vector<float> host(count);
-  for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-  CHECK(cudaMemcpy(p, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-  return p;
-}
+constexpr int kN = 16 * 1024, kD = 512, kP = 512, kParts = 5;
 
 // Row-major C (m, n) = op(A) op(B) written as cuBLAS's column-major C^T = op(B)^T op(A)^T.
 struct Blas {
