@@ -52,8 +52,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add_choice("split", &split, {"train", "valid", "test"}, "which split");
   flags.add("batch", &batch, "sequences per batch");
   flags.add("seq", &seq, "tokens per sequence; 0: the run's");
-  flags.add("device", &device, "cpu, cuda or cuda:N");
-  add_precision_flag(flags, precision);
+  add_device_flags(flags, device, precision);
   flags.add("tokenizer-file", &tokenizer_file, "must be the checkpoint's own tokenizer (checked)");
   flags.add("cache-dir", &cache_dir, "cache of encoded corpora; empty: default; 'none': no cache");
   flags.add("choices", &choices,

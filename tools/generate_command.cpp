@@ -80,8 +80,7 @@ int run(const std::string& program, std::span<const std::string> args) {
             "the most tokens a sequence may hold, prompt and new ones; more is an error (0: no limit)");
   add_sampling_flags(flags, c.drop_unknown, o.temperature, o.top_k, o.top_p);
   flags.add("seed", &o.seed, "seed of the sampling");
-  flags.add("device", &c.device, "cpu, cuda or cuda:N");
-  add_precision_flag(flags, c.precision);
+  add_device_flags(flags, c.device, c.precision);
   flags.add("graph", &o.graph,
             "on CUDA, replay each decode step as a CUDA graph where the model allows (recurrent layers; "
             "--no-graph: queue every kernel); the tokens are the same");

@@ -86,9 +86,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("transfer-lr", &options.transfer_lr, "stage 1: peak learning rate (cosine to a tenth, no warmup)");
   flags.add("transfer-qkvo", &options.transfer_qkvo, "stage 1: also train the replaced layers' copied q/k/v/o");
   add_data_flags(flags, given);
-  add_optimization_flags(flags, given);
-  add_lora_flags(flags, given);
-  add_run_flags(flags, given);
+  add_training_flags(flags, given);
   if (!flags.parse(args)) return 0;
   if (!flags.was_set("out")) flags.fail("--out is required: the run directory to write");
 

@@ -71,9 +71,7 @@ void bind_flags(Flags& f, train::TrainOptions& o, ScaleOut& scale, std::string* 
   f.add("tie-embeddings", &o.tie_embeddings, "share the embedding with the output head");
   f.add("dropout", &o.dropout, "residual dropout");
   f.add("layer-options", &o.layer_options, "JSON per-letter layer options, e.g. '{\"R\": {\"feature_map\": \"relu\"}}'");
-  add_optimization_flags(f, o);
-  add_lora_flags(f, o);
-  add_run_flags(f, o);
+  add_training_flags(f, o);
   add_scale_out_flags(f, scale);
   f.add("help-layers", help_layers, "list the layer letters of --model and exit");
 }

@@ -10,7 +10,7 @@ void add_data_flags(Flags& f, train::TrainOptions& o) {
   f.add("cache-dir", &o.cache_dir, "where encoded corpora are cached; empty: default; 'none': no cache");
 }
 
-void add_optimization_flags(Flags& f, train::TrainOptions& o) {
+void add_training_flags(Flags& f, train::TrainOptions& o) {
   f.add("steps", &o.steps, "optimizer steps");
   f.add("batch", &o.batch, "sequences per micro-batch");
   f.add("seq", &o.seq, "tokens per sequence");
@@ -26,19 +26,12 @@ void add_optimization_flags(Flags& f, train::TrainOptions& o) {
   f.add("eps", &o.eps, "AdamW epsilon");
   f.add("momentum", &o.momentum, "SGD momentum");
   f.add("clip", &o.clip, "clip gradients to this global norm; 0: off");
-}
-
-void add_lora_flags(Flags& f, train::TrainOptions& o) {
   f.add("lora-rank", &o.lora_rank, "LoRA: train rank-r adapters on --lora-targets only, the rest frozen; 0: off");
   f.add("lora-alpha", &o.lora_alpha, "LoRA: the adapters' update is scaled by alpha / rank");
   f.add("lora-targets", &o.lora_targets, "LoRA: comma-separated among q, k, v, o (the mixer's projections) and mlp");
   f.add("merge-lora", &o.merge_lora, "LoRA: the final checkpoint holds the adapters merged into the weights");
-}
-
-void add_run_flags(Flags& f, train::TrainOptions& o) {
   f.add("seed", &o.seed, "seed of weights, batches, dropout and the sample");
-  f.add("device", &o.device, "cpu, cuda or cuda:N");
-  add_precision_flag(f, o.precision);
+  add_device_flags(f, o.device, o.precision);
   f.add("out", &o.out, "run directory: checkpoints and log.jsonl");
   f.add("resume", &o.resume, "continue the run in --out from its latest checkpoint");
   f.add("eval-every", &o.eval_every, "steps between validation checks; 0: only at the end");
@@ -56,6 +49,11 @@ void add_sampling_flags(Flags& f, bool& drop_unknown, double& temperature, int64
   f.add("temperature", &temperature, "sampling temperature; 0: greedy, higher: more random");
   f.add("top-k", &top_k, "sample among the k most likely tokens; 0: all");
   f.add("top-p", &top_p, "nucleus sampling: sample from the smallest set of tokens whose probability reaches p");
+}
+
+void add_device_flags(Flags& f, std::string& device, std::string& precision) {
+  f.add("device", &device, "cpu, cuda or cuda:N");
+  add_precision_flag(f, precision);
 }
 
 void add_precision_flag(Flags& f, std::string& precision) {

@@ -1,7 +1,8 @@
 #pragma once
 // The flags of train::TrainOptions, in the groups `linea train` and `linea linearize` share
 // (linearize takes its model and tokenizer from the trained run, so not those flags), and the
-// helpers both use around them; `linea generate` shares the sampling flags.
+// helpers both use around them; `linea generate` shares the sampling flags, and `linea eval` and
+// `linea generate` the device flags.
 #include <string>
 
 #include "tools/flags.h"
@@ -9,16 +10,19 @@
 
 namespace linea::cli {
 
-void add_data_flags(Flags& f, train::TrainOptions& o);          // data, cache-dir
-void add_optimization_flags(Flags& f, train::TrainOptions& o);  // steps, batch, seq, ... clip
-void add_lora_flags(Flags& f, train::TrainOptions& o);          // lora-rank, lora-alpha, lora-targets, merge-lora
-void add_run_flags(Flags& f, train::TrainOptions& o);           // seed, device, out, resume, evaluation, sample
+void add_data_flags(Flags& f, train::TrainOptions& o);  // data, cache-dir
+// What follows the model's flags: optimization (steps, batch, seq, ... clip), LoRA (lora-rank,
+// lora-alpha, lora-targets, merge-lora) and the run (seed, device, out, resume, evaluation, sample).
+void add_training_flags(Flags& f, train::TrainOptions& o);
 
 // --drop-unknown, --temperature, --top-k, --top-p: how a prompt is read and tokens are drawn, for
-// train's sample (in add_run_flags) and `linea generate`.
+// train's sample (in add_training_flags) and `linea generate`.
 void add_sampling_flags(Flags& f, bool& drop_unknown, double& temperature, int64_t& top_k, double& top_p);
 
-// --precision fp32|bf16 (nn/precision.h), for train, linearize, eval, generate and bench train.
+// --device cpu|cuda|cuda:N and --precision: where a model computes and how, for train (in
+// add_training_flags), linearize, eval and generate.
+void add_device_flags(Flags& f, std::string& device, std::string& precision);
+// --precision fp32|bf16 (nn/precision.h), for those and bench train.
 void add_precision_flag(Flags& f, std::string& precision);
 
 // "lora_rank" -> "lora-rank": an option's JSON key as its flag is spelled.
