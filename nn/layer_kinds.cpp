@@ -19,20 +19,30 @@ linear::ScanKernel scan_kernel_option(LayerOptions& o, linear::ScanKernel kernel
   return linear::parse_scan_kernel(o.get<std::string>("scan", linear::scan_kernel_name(kernel)));
 }
 
-std::shared_ptr<SequenceMixer> make_softmax(const ModelConfig& config, Generator& gen) {
-  LayerOptions o(config.options_for('S'), 'S');
-  SoftmaxAttentionConfig c;
+// A letter's mixer: its Config with the model's width, the rest as `read` takes it from the
+// letter's options; an option nothing read is an error (LayerOptions::finish).
+template <class Mixer, class Config>
+std::shared_ptr<SequenceMixer> make_mixer(char letter, const ModelConfig& config, Generator& gen,
+                                          const std::function<void(LayerOptions&, Config&)>& read) {
+  LayerOptions o(config.options_for(letter), letter);
+  Config c;
   c.d_model = config.d_model;
-  c.heads = o.get<int64_t>("heads", config.heads);
-  c.head_dim = o.get<int64_t>("head_dim", config.head_dim);
-  c.kv_heads = o.get<int64_t>("kv_heads", 0);
-  c.rope = o.get<bool>("rope", true);
-  c.rope_base = o.get<double>("rope_base", 10000.0);
-  c.rotary_dim = o.get<int64_t>("rotary_dim", 0);
-  c.window = o.get<int64_t>("window", 0);
-  c.fused = o.get<bool>("fused", c.fused);
+  read(o, c);
   o.finish();
-  return std::make_shared<SoftmaxAttention>(c, gen);
+  return std::make_shared<Mixer>(c, gen);
+}
+
+std::shared_ptr<SequenceMixer> make_softmax(const ModelConfig& config, Generator& gen) {
+  return make_mixer<SoftmaxAttention, SoftmaxAttentionConfig>('S', config, gen, [&](LayerOptions& o, auto& c) {
+    c.heads = o.get<int64_t>("heads", config.heads);
+    c.head_dim = o.get<int64_t>("head_dim", config.head_dim);
+    c.kv_heads = o.get<int64_t>("kv_heads", 0);
+    c.rope = o.get<bool>("rope", true);
+    c.rope_base = o.get<double>("rope_base", 10000.0);
+    c.rotary_dim = o.get<int64_t>("rotary_dim", 0);
+    c.window = o.get<int64_t>("window", 0);
+    c.fused = o.get<bool>("fused", c.fused);
+  });
 }
 
 // A linear-attention letter: the named preset of the ReGLA paper, then the letter's overrides.
@@ -63,47 +73,38 @@ std::function<std::shared_ptr<SequenceMixer>(const ModelConfig&, Generator&)> li
 }
 
 std::shared_ptr<SequenceMixer> make_deltanet(const ModelConfig& config, Generator& gen) {
-  LayerOptions o(config.options_for('D'), 'D');
-  linear::DeltaNetConfig c;
-  c.d_model = config.d_model;
-  c.heads = o.get<int64_t>("heads", config.heads);
-  c.head_dim = o.get<int64_t>("head_dim", config.head_dim);
-  c.feature_map = linear::parse_delta_feature_map(
-      o.get<std::string>("feature_map", linear::delta_feature_map_name(c.feature_map)));
-  c.output_norm = o.get<bool>("output_norm", c.output_norm);
-  c.chunk_size = o.get<int64_t>("chunk_size", c.chunk_size);
-  o.finish();
-  return std::make_shared<linear::DeltaNet>(c, gen);
+  return make_mixer<linear::DeltaNet, linear::DeltaNetConfig>('D', config, gen, [&](LayerOptions& o, auto& c) {
+    c.heads = o.get<int64_t>("heads", config.heads);
+    c.head_dim = o.get<int64_t>("head_dim", config.head_dim);
+    c.feature_map = linear::parse_delta_feature_map(
+        o.get<std::string>("feature_map", linear::delta_feature_map_name(c.feature_map)));
+    c.output_norm = o.get<bool>("output_norm", c.output_norm);
+    c.chunk_size = o.get<int64_t>("chunk_size", c.chunk_size);
+  });
 }
 
 std::shared_ptr<SequenceMixer> make_griffin(const ModelConfig& config, Generator& gen) {
-  LayerOptions o(config.options_for('U'), 'U');
-  GriffinConfig c;
-  c.d_model = config.d_model;
-  c.conv_width = o.get<int64_t>("conv_width", c.conv_width);
-  c.lru.width = o.get<int64_t>("width", 0);
-  c.lru.heads = o.get<int64_t>("heads", config.heads);
-  c.lru.a_min = o.get<double>("a_min", c.lru.a_min);
-  c.lru.a_max = o.get<double>("a_max", c.lru.a_max);
-  c.lru.scan.chunk_size = o.get<int64_t>("chunk_size", c.lru.scan.chunk_size);
-  c.lru.scan.kernel = scan_kernel_option(o, c.lru.scan.kernel);
-  o.finish();
-  return std::make_shared<GriffinBlock>(c, gen);
+  return make_mixer<GriffinBlock, GriffinConfig>('U', config, gen, [&](LayerOptions& o, auto& c) {
+    c.conv_width = o.get<int64_t>("conv_width", c.conv_width);
+    c.lru.width = o.get<int64_t>("width", 0);
+    c.lru.heads = o.get<int64_t>("heads", config.heads);
+    c.lru.a_min = o.get<double>("a_min", c.lru.a_min);
+    c.lru.a_max = o.get<double>("a_max", c.lru.a_max);
+    c.lru.scan.chunk_size = o.get<int64_t>("chunk_size", c.lru.scan.chunk_size);
+    c.lru.scan.kernel = scan_kernel_option(o, c.lru.scan.kernel);
+  });
 }
 
 // One head by default, as in the seed, whatever the model's head count.
 std::shared_ptr<SequenceMixer> make_wqkv(const ModelConfig& config, Generator& gen) {
-  LayerOptions o(config.options_for('W'), 'W');
-  WqkvConfig c;
-  c.d_model = config.d_model;
-  c.heads = o.get<int64_t>("heads", c.heads);
-  c.head_dim = o.get<int64_t>("head_dim", c.head_dim);
-  c.slots = o.get<int64_t>("slots", c.slots);
-  c.scale = parse_wqkv_scale(o.get<std::string>("scale", wqkv_scale_name(c.scale)));
-  c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
-  c.scan.kernel = scan_kernel_option(o, c.scan.kernel);
-  o.finish();
-  return std::make_shared<WqkvPooling>(c, gen);
+  return make_mixer<WqkvPooling, WqkvConfig>('W', config, gen, [](LayerOptions& o, auto& c) {
+    c.heads = o.get<int64_t>("heads", c.heads);
+    c.head_dim = o.get<int64_t>("head_dim", c.head_dim);
+    c.slots = o.get<int64_t>("slots", c.slots);
+    c.scale = parse_wqkv_scale(o.get<std::string>("scale", wqkv_scale_name(c.scale)));
+    c.scan.chunk_size = o.get<int64_t>("chunk_size", c.scan.chunk_size);
+    c.scan.kernel = scan_kernel_option(o, c.scan.kernel);
+  });
 }
 
 }  // namespace
