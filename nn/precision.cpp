@@ -19,9 +19,7 @@ Precision parse_precision(const std::string& name, const char* op) {
 }
 
 Precision product_precision() { return t_precision; }
-
-PrecisionScope::PrecisionScope(Precision precision) : previous_(t_precision) { t_precision = precision; }
-PrecisionScope::~PrecisionScope() { t_precision = previous_; }
+void set_product_precision(Precision precision) { t_precision = precision; }
 
 Tensor linear_product(const Tensor& x, const Tensor& weight) {
   if (t_precision == Precision::Float32 || x.dtype() != kFloat32) return matmul(x, t(weight));

@@ -13,6 +13,7 @@
 // float64 models ignore the setting: they are there to check gradients to the last digit.
 #include <string>
 
+#include "tensor/scoped_setting.h"
 #include "tensor/tensor.h"
 
 namespace linea::nn {
@@ -24,17 +25,10 @@ Precision parse_precision(const std::string& name, const char* op);
 
 // This thread's precision for the products (Float32 unless a scope says otherwise).
 Precision product_precision();
+void set_product_precision(Precision precision);
 
-class PrecisionScope {
- public:
-  explicit PrecisionScope(Precision precision);
-  ~PrecisionScope();
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
- private:
-  Precision previous_;
-};
+// Sets this thread's precision until the scope ends, then gives the previous one back.
+using PrecisionScope = ScopedSetting<Precision, product_precision, set_product_precision>;
 
 // x W^T for x (..., in) and a weight W (out, in), in this thread's precision. W is rounded as
 // stored and read through a transposed view, so the product reads it in place, as in float32.

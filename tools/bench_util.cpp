@@ -122,12 +122,7 @@ void check_timing_flags(const Flags& flags, const TimingOptions& options) {
   if (options.threads < 1) flags.fail("--threads must be at least 1");
 }
 
-ThreadsForBench::ThreadsForBench(int threads) : previous_(cpu::num_threads()) {
-  openblas_set_num_threads(threads);
-  cpu::set_num_threads(threads);
-}
-
-ThreadsForBench::~ThreadsForBench() { cpu::set_num_threads(previous_); }
+ThreadsForBench::ThreadsForBench(int threads) : ScopedSetting(threads) { openblas_set_num_threads(threads); }
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;

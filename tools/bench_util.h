@@ -10,6 +10,7 @@
 #include "cpu/parallel.h"
 #include "nn/json.h"
 #include "tensor/device.h"
+#include "tensor/scoped_setting.h"
 #include "tools/flags.h"
 
 namespace linea::cli::bench {
@@ -28,15 +29,9 @@ void check_timing_flags(const Flags& flags, const TimingOptions& options);
 
 // While alive, linea's kernels and OpenBLAS run on `threads` threads; linea's own count is given
 // back at the end.
-class ThreadsForBench {
+class ThreadsForBench : public ScopedSetting<int, cpu::num_threads, cpu::set_num_threads> {
  public:
   explicit ThreadsForBench(int threads);
-  ~ThreadsForBench();
-  ThreadsForBench(const ThreadsForBench&) = delete;
-  ThreadsForBench& operator=(const ThreadsForBench&) = delete;
-
- private:
-  int previous_;
 };
 
 // The median of some timings (the mean of the middle two for an even count).
