@@ -236,8 +236,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("compare-steps", &c.compare_steps, "also time the prompt fed token by token through step() (one run)");
   flags.add("warmup", &c.warmup, "untimed runs before each measurement");
   bench::add_timing_flags(flags, c);
-  if (!flags.parse(args)) return 0;
-  bench::check_timing_flags(flags, c);
+  if (!bench::parse(flags, args, c)) return 0;
   if (c.warmup < 0) flags.fail("--warmup must be >= 0");
   if (c.d_model % std::max<int64_t>(c.heads, 1) != 0) flags.fail("--heads must divide --d-model");
   for (const auto& [name, value] : {std::pair{"decode-tokens", c.decode_tokens}, {"vocab", c.vocab},

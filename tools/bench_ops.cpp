@@ -173,8 +173,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   bench::add_timing_flags(flags, cfg);
   flags.add("matmul-size", &cfg.matmul_size, "M = N = K of the large matmul");
   flags.add("numel", &cfg.numel, "elements of the elementwise and reduction inputs (rows of 4096)");
-  if (!flags.parse(args)) return 0;
-  bench::check_timing_flags(flags, cfg);
+  if (!bench::parse(flags, args, cfg)) return 0;
   if (cfg.matmul_size < 1) flags.fail("--matmul-size must be at least 1");
   if (cfg.numel < kRowLength) flags.fail("--numel must be at least " + std::to_string(kRowLength));
 

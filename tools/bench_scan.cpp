@@ -243,8 +243,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("vocab", &cfg.vocab, "step: vocabulary size");
   flags.add("pattern", &cfg.pattern, "step: layer letters of the model (nn/model.h)");
   flags.add("device", &cfg.device, "cpu or cuda[:index]");
-  if (!flags.parse(args)) return 0;
-  bench::check_timing_flags(flags, cfg);
+  if (!bench::parse(flags, args, cfg)) return 0;
   if (cfg.batch < 1 || cfg.tokens < 1 || cfg.vocab < 1) flags.fail("--batch, --tokens and --vocab must be positive");
   if (cfg.heads < 1 || cfg.d_model % cfg.heads != 0) flags.fail("--heads must divide --d-model");
   const Device device = Device::parse(cfg.device);

@@ -117,9 +117,11 @@ void add_timing_flags(Flags& flags, TimingOptions& options) {
   flags.add("out", &options.out, "also write the JSON lines to this file");
 }
 
-void check_timing_flags(const Flags& flags, const TimingOptions& options) {
+bool parse(Flags& flags, std::span<const std::string> args, const TimingOptions& options) {
+  if (!flags.parse(args)) return false;
   if (options.repeats < 1) flags.fail("--repeats must be at least 1");
   if (options.threads < 1) flags.fail("--threads must be at least 1");
+  return true;
 }
 
 ThreadsForBench::ThreadsForBench(int threads) : ScopedSetting(threads) { openblas_set_num_threads(threads); }

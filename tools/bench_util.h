@@ -3,6 +3,7 @@
 #include <concepts>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,10 +23,10 @@ struct TimingOptions {
   std::string out;
 };
 
-// Their flags: --repeats, --threads (linea's kernels and OpenBLAS) and --out; check_timing_flags
-// refuses values below 1 after parsing.
+// Their flags: --repeats, --threads (linea's kernels and OpenBLAS) and --out. parse() is
+// Flags::parse (false: --help was printed) that then refuses --repeats or --threads below 1.
 void add_timing_flags(Flags& flags, TimingOptions& options);
-void check_timing_flags(const Flags& flags, const TimingOptions& options);
+bool parse(Flags& flags, std::span<const std::string> args, const TimingOptions& options);
 
 // While alive, linea's kernels and OpenBLAS run on `threads` threads; linea's own count is given
 // back at the end.
