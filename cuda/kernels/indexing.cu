@@ -1,24 +1,36 @@
 // Index kernels on CUDA: index_select and gather read through an index; index_add and
 // scatter_add accumulate through one, deterministically.
 //
-// Bounds: index_select and gather check each index where they read it; a bad one sets a flag
-// (with the value) instead of reading, and the host raises the CPU's Error at its next wait for
-// the device (cuda/deferred_checks.h), not at once: a wait per call kept a training step's host
-// from queueing its backward while the forward ran. While the stream is being captured into a graph
-// (cuda/graph.h) the host cannot wait: the kernel still refuses to read out of bounds, but no
+// Bounds: index_select and gather check each index where they read it, index_add and
+// scatter_add where they turn it into a target (below); a bad one sets a flag (with the value)
+// instead of reading or writing, and the host raises the CPU's Error at its next wait for the
+// device (cuda/deferred_checks.h), not at once: a wait per call kept a training step's host from
+// queueing its backward while the forward ran. While the stream is being captured into a graph
+// (cuda/graph.h) the host cannot wait: the kernels still refuse to go out of bounds, but no
 // Error can follow, so a graph's caller must pass indices it knows are in range (the decode
 // graph's token ids come from its own sampling over the vocabulary, train/decode_graph.h).
 //
 // Determinism: a float atomicAdd per source would sum repeated targets in whatever order the
-// threads arrive, so results would change from run to run. Instead the host, which reads the
-// index anyway (to check it), groups the sources by target with a stable sort: for each distinct
-// target, the list of its sources in index order (a CSR layout). One thread per target (and per
-// inner element) then adds them in that order, starting from the current value, in the tensor's
-// own precision: the same additions in the same order as the CPU loop, so the results are the
-// CPU's bit for bit. The cost is one device->host copy of the index and an O(n) host pass.
+// threads arrive, so results would change from run to run. Instead the sources are grouped by
+// target on the device, behind the work already queued: the host neither reads the index nor
+// waits (it used to copy the index back, which made the embedding's backward, the last op of a
+// training step's backward, wait for the whole backward, and left the GPU idle while the host
+// grouped). A kernel turns each index into its target, CUB's radix sort orders the (target,
+// source position) pairs by target, and in the sorted list each run of equal targets holds one
+// target's sources. The radix sort is stable and the positions go in ascending, so a run keeps
+// them in index order. One thread per run (and per outer and inner element) adds them in that
+// order, starting from the current value, in the tensor's own precision: the same additions in
+// the same order as the CPU loop, so the results are the CPU's bit for bit, on every run. The
+// sort looks only at the bits a target can have (16 for a vocabulary of 50257). The number of
+// runs is known only on the device, so the adding kernel covers every source position, and a
+// thread whose position does not start a run has nothing to do.
+// A bad index gets a target past the last one, so it sorts last: the adding kernel then writes
+// nothing (the CPU's index_add checks every index before adding) and the first bad position, the
+// first of that last run, reports its value: the one the CPU names. Nothing here waits for the
+// device or allocates outside the caching allocator, so the ops may be captured into a graph.
 #include <algorithm>
-#include <cstring>
-#include <numeric>
+#include <bit>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "cuda/buffer.h"
 #include "cuda/cuda_backend.h"
@@ -108,79 +120,84 @@ __global__ void gather_kernel(const E* in, E* out, const int64_t* index, int64_t
   LINEA_GRID_STRIDE_LOOP(e, n) copy_indexed(in, out, e, index[e], base, size, dim_stride, bad);
 }
 
-// Sources grouped by target, in a stable order: groups[0, unique) are the distinct targets
-// (ascending), groups[unique, 2 unique + 1) where each one's sources start in `order`, and
-// order (the rest) the source positions, ascending within a target.
-struct Groups {
-  std::vector<int64_t> packed;
-  int64_t unique = 0;
-};
-
-Groups group_by_target(const std::vector<int64_t>& target, int64_t num_targets) {
-  const int64_t n = static_cast<int64_t>(target.size());
-  std::vector<int64_t> order(n);
-  if (num_targets <= 4 * n + 4096) {  // counting sort: linear, stable
-    std::vector<int64_t> next(num_targets + 1, 0);
-    for (int64_t t : target) ++next[t + 1];
-    std::partial_sum(next.begin(), next.end(), next.begin());
-    for (int64_t j = 0; j < n; ++j) order[next[target[j]]++] = j;
-  } else {  // few sources into a huge tensor: sort the sources instead of counting targets
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return target[x] < target[y]; });
+// The sort's input: keys[j] = the target of source j, base(j) + v * dim_stride for its index
+// value v, or num_targets (past every target) when v is outside [0, size); positions[j] = j.
+__global__ void target_keys(const int64_t* index, int64_t n, StridedOffsets<1> base, int64_t size, int64_t dim_stride,
+                            int64_t num_targets, uint64_t* keys, int64_t* positions) {
+  LINEA_GRID_STRIDE_LOOP(j, n) {
+    const int64_t v = index[j];
+    int64_t o[1];
+    base.at(j, o);
+    keys[j] = static_cast<uint64_t>(v >= 0 && v < size ? o[0] + v * dim_stride : num_targets);
+    positions[j] = j;
   }
-  std::vector<int64_t> targets, starts;
-  for (int64_t p = 0; p < n; ++p) {
-    if (p == 0 || target[order[p]] != target[order[p - 1]]) {
-      targets.push_back(target[order[p]]);
-      starts.push_back(p);
-    }
-  }
-  starts.push_back(n);
-  Groups g;
-  g.unique = static_cast<int64_t>(targets.size());
-  g.packed = std::move(targets);
-  g.packed.insert(g.packed.end(), starts.begin(), starts.end());
-  g.packed.insert(g.packed.end(), order.begin(), order.end());
-  return g;
 }
 
-// out viewed as (outer, size, inner), src as (outer, count, inner): for each group u and each
-// (o, i), out[o, target_u, i] += src[o, j, i] for the group's sources j in order.
-// scatter_add passes outer = inner = 1 and flat positions as targets and sources.
+// out viewed as (outer, num_targets, inner), src as (outer, n, inner); keys sorted, with order the
+// source positions they came from (ascending within equal keys). For each (o, i), the thread of
+// the first p of a run of equal keys adds the run's sources to out[o, key, i] in order, starting
+// from the current value; the other threads have nothing to do (there is no count of runs to
+// launch for: the grid covers every p, as if each source had a target of its own).
+// A bad index's key sorts last: then nothing is written, and the first of those keys, the lowest
+// position with a bad value (the sort is stable), reports its value, the one the CPU reports.
 template <class T>
-__global__ void accumulate_groups(T* out, const T* src, const int64_t* groups, int64_t unique, int64_t outer,
-                                  int64_t inner, int64_t size, int64_t count) {
-  const int64_t* targets = groups;
-  const int64_t* starts = groups + unique;
-  const int64_t* order = starts + unique + 1;
-  LINEA_GRID_STRIDE_LOOP(e, outer * unique * inner) {
+__global__ void add_runs(T* out, const T* src, const uint64_t* keys, const int64_t* order, int64_t n,
+                         int64_t num_targets, int64_t outer, int64_t inner, const int64_t* index, int64_t* bad) {
+  const uint64_t past_end = static_cast<uint64_t>(num_targets);
+  if (keys[n - 1] == past_end) {
+    LINEA_GRID_STRIDE_LOOP(p, n) {
+      if (keys[p] == past_end && (p == 0 || keys[p - 1] != past_end)) {
+        bad[0] = 1;
+        bad[1] = index[order[p]];
+      }
+    }
+    return;
+  }
+  LINEA_GRID_STRIDE_LOOP(e, outer * n * inner) {
     const int64_t i = e % inner, r = e / inner;
-    const int64_t u = r % unique, o = r / unique;
-    T* dst = out + (o * size + targets[u]) * inner + i;
-    const T* from = src + o * count * inner + i;
+    const int64_t p = r % n, o = r / n;
+    const uint64_t key = keys[p];
+    if (p > 0 && keys[p - 1] == key) continue;  // the run's first thread adds this source
+    T* dst = out + (o * num_targets + static_cast<int64_t>(key)) * inner + i;
+    const T* from = src + o * n * inner + i;
     T acc = *dst;
-    for (int64_t p = starts[u]; p < starts[u + 1]; ++p) acc += from[order[p] * inner];
+    for (int64_t q = p; q < n && keys[q] == key; ++q) acc += from[order[q] * inner];
     *dst = acc;
   }
 }
 
-// Uploads the groups and runs accumulate_groups.
-void accumulate(const char* op, int device, const Tensor& out, const Tensor& src, const Groups& g, int64_t outer,
-                int64_t inner, int64_t size, int64_t count) {
-  if (g.unique == 0 || outer * inner == 0) return;
+// out (outer, num_targets, inner) += src (outer, n, inner) through the contiguous int64 index's n
+// values, source j adding to target base(j) + v * dim_stride for its value v, which must lie in
+// [0, size): keys on the device, CUB's radix sort, add_runs; a bad value is the CPU's Error at
+// the host's next wait.
+void accumulate_by_target(const char* op, int device, const Tensor& out, const Tensor& src, const Tensor& index,
+                          const StridedOffsets<1>& base, int64_t size, int64_t dim_stride, int64_t num_targets,
+                          int64_t outer, int64_t inner) {
+  const int64_t n = index.numel();
+  if (n == 0) return;
   const cudaStream_t stream = use_device(device);
-  DeviceBuffer groups(g.packed.size() * sizeof(int64_t), device);
-  copy_to_device(groups.as<int64_t>(), g.packed.data(), g.packed.size() * sizeof(int64_t), device);
+  const BadIndexFlag bad(device, stream);
+  DeviceBuffer key_buffers(2 * n * sizeof(uint64_t), device), position_buffers(2 * n * sizeof(int64_t), device);
+  cub::DoubleBuffer<uint64_t> keys(key_buffers.as<uint64_t>(), key_buffers.as<uint64_t>() + n);
+  cub::DoubleBuffer<int64_t> order(position_buffers.as<int64_t>(), position_buffers.as<int64_t>() + n);
+  target_keys<<<blocks_for(n, device), kThreads, 0, stream>>>(index.data<int64_t>(), n, base, size, dim_stride,
+                                                               num_targets, keys.Current(), order.Current());
+  LINEA_CUDA_LAUNCH_CHECK(op, n, " indices into ", num_targets, " targets");
+  // Every key is at most num_targets: the bits above its highest one are 0 and need no pass.
+  const int end_bit = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(num_targets))));
+  size_t temp_bytes = 0;
+  LINEA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, order, n, 0, end_bit, stream), op,
+                   n, " indices");
+  DeviceBuffer temp(std::max<size_t>(temp_bytes, 1), device);
+  LINEA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, keys, order, n, 0, end_bit, stream),
+                   op, n, " indices");
   dispatch_floating(out.dtype(), op, [&]<class T>() {
-    accumulate_groups<T><<<blocks_for(outer * g.unique * inner, device), kThreads, 0, stream>>>(
-        out.data<T>(), src.data<T>(), groups.as<int64_t>(), g.unique, outer, inner, size, count);
-    LINEA_CUDA_LAUNCH_CHECK(op, out.describe(), ", ", g.unique, " targets from ", count, " sources");
+    add_runs<T><<<blocks_for(outer * n * inner, device), kThreads, 0, stream>>>(
+        out.data<T>(), src.data<T>(), keys.Current(), order.Current(), n, num_targets, outer, inner,
+        index.data<int64_t>(), bad.get());
+    LINEA_CUDA_LAUNCH_CHECK(op, out.describe(), ", ", n, " sources");
   });
-}
-
-// The first out-of-range index, checked in order as the CPU does.
-void check_indices(const std::vector<int64_t>& idx, int64_t size, const char* op) {
-  for (int64_t i : idx) LINEA_CHECK(i >= 0 && i < size, op, "index ", i, " is out of range for a dim of size ", size);
+  bad.check(op, size);
 }
 
 }  // namespace
@@ -224,41 +241,30 @@ void CudaBackend::gather(const Tensor& in, int64_t dim, const Tensor& index_in, 
   bad.check("gather", in.size(dim));
 }
 
-void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src_in) const {
+void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) const {
   LINEA_CHECK(out.is_contiguous(), "index_add", "accumulates into a contiguous tensor, got ", out.describe());
-  const std::vector<int64_t> idx = index.to_vector<int64_t>();
-  const int64_t size = out.size(dim), count = static_cast<int64_t>(idx.size());
-  check_indices(idx, size, "index_add");
+  const Tensor index = contiguous_copy(index_in), src = contiguous_copy(src_in);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < out.dim(); ++d) {
     if (d < dim) outer *= out.size(d);
     else if (d > dim) inner *= out.size(d);
   }
-  const Tensor src = contiguous_copy(src_in);
-  accumulate("index_add", device_, out, src, group_by_target(idx, size), outer, inner, size, count);
+  // The target is the index value itself.
+  const Shape no_stride{0};
+  const StridedOffsets<1> base = strided_offsets<1>({index.numel()}, {&no_stride});
+  const int64_t size = out.size(dim);
+  accumulate_by_target("index_add", device_, out, src, index, base, size, 1, size, outer, inner);
 }
 
-void CudaBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src_in) const {
+void CudaBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) const {
   LINEA_CHECK(out.is_contiguous(), "scatter_add", "accumulates into a contiguous tensor, got ", out.describe());
-  std::vector<int64_t> target = index.to_vector<int64_t>();
-  const int64_t size = out.size(dim);
-  check_indices(target, size, "scatter_add");
-  // Turn each index into the flat position it adds to: its own coordinates, with dim replaced.
-  const Shape& shape = index.shape();
+  const Tensor index = contiguous_copy(index_in), src = contiguous_copy(src_in);
+  // The flat position in out that each index adds to: its own coordinates, with its value along dim.
   const Shape strides = contiguous_strides(out.shape());
-  Shape coord(shape.size(), 0);
-  for (int64_t flat = 0; flat < static_cast<int64_t>(target.size()); ++flat) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < coord.size(); ++d)
-      offset += (static_cast<int64_t>(d) == dim ? target[flat] : coord[d]) * strides[d];
-    target[flat] = offset;
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++coord[d] < shape[d]) break;
-      coord[d] = 0;
-    }
-  }
-  const Tensor src = contiguous_copy(src_in);
-  accumulate("scatter_add", device_, out, src, group_by_target(target, out.numel()), 1, 1, 0, 0);
+  Shape base_strides = strides;
+  base_strides[dim] = 0;
+  const StridedOffsets<1> base = strided_offsets<1>(index.shape(), {&base_strides});
+  accumulate_by_target("scatter_add", device_, out, src, index, base, out.size(dim), strides[dim], out.numel(), 1, 1);
 }
 
 }  // namespace linea::cuda
