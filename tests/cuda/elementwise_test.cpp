@@ -102,6 +102,29 @@ TEST(CudaElementwise, CopiesAcrossDevicesAndDtypes) {
   EXPECT_TRUE(same_values(view(g), view(x)));
 }
 
+// Copies whose layouts are rows (cuda/kernels/elementwise.cu: copy_rows) move units as wide as the
+// rows' starts and widths allow: 16, 8, 4 or 1 bytes. Column offsets shift the starts off every
+// alignment in turn; the large case runs more units than the grid has threads.
+TEST(CudaElementwise, CopiesRowsAtEveryAlignment) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  struct Case {
+    int64_t rows, width, src_pitch, dst_pitch, src_col, dst_col;
+  };
+  const Case cases[] = {{16, 512, 2560, 512, 0, 0},  {16, 512, 512, 2560, 0, 1024}, {33, 20, 40, 60, 2, 4},
+                        {33, 20, 41, 60, 1, 4},      {7, 3, 5, 9, 1, 2},            {5, 1, 3, 2, 2, 1},
+                        {4500, 1029, 1100, 1031, 7, 1}};
+  for (DType dtype : kAll) {
+    for (const Case& c : cases) {
+      const Tensor src = random_any({c.rows, c.src_pitch}, dtype, 17);
+      const Tensor dst = random_any({c.rows, c.dst_pitch}, dtype, 18);
+      const Tensor dst_g = on_gpu(dst);
+      cpu_kernels().copy(narrow(src, 1, c.src_col, c.width), narrow(dst, 1, c.dst_col, c.width));
+      gpu_kernels().copy(narrow(on_gpu(src), 1, c.src_col, c.width), narrow(dst_g, 1, c.dst_col, c.width));
+      EXPECT_TRUE(same_values(dst_g, dst)) << dtype_name(dtype) << " " << c.rows << " rows of " << c.width;
+    }
+  }
+}
+
 struct UnaryCase {
   UnaryOp op;
   const char* name;
