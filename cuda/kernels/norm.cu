@@ -1,13 +1,20 @@
 // LayerNorm and RMSNorm over the last dim, forward and backward, against the CPU oracle
 // (cpu/norm.cpp). x is viewed as (rows, C).
+//   rows of up to 1024 float32 (512 float64) that start on 16 bytes: a warp per row, the row in
+//               its registers as 16-byte packs, and the backward's dx and parameter-gradient
+//               partial sums in one pass (norm_packed.cuh).
+//   other rows  the kernels below:
 //   forward     one row group per row (rows.cuh): the mean first, then the variance around it
 //               (two passes rather than E[x^2] - E[x]^2, which cancels badly), then y.
 //   dx          one row group per row: the two row means backward needs, then dx.
 //   dw, db      sums over rows, deterministic without atomics: blocks of 32 columns x 8 rows,
 //               each over one chunk of rows, write per-chunk partial sums (summed over the 8
 //               row lanes in a fixed order); a second kernel adds the chunks in order per column.
-//               The chunking depends only on the shape, so every run gives the same bits.
+// Either way the chunking depends only on the shape, so every run gives the same bits.
+#include <algorithm>
+
 #include "cuda/buffer.h"
+#include "cuda/kernels/norm_packed.cuh"
 #include "cuda/kernels/rows.cuh"
 
 namespace linea::cuda {
@@ -143,6 +150,21 @@ __global__ void __launch_bounds__(kParamCols* kParamRowLanes)
   }
 }
 
+// dweight and dbias (each where defined) from the chunks' partial sums, added in chunk order.
+// dweight is undefined when only dbias is wanted: its partial sums were then computed and are dropped.
+template <class T>
+void sum_chunks(cudaStream_t stream, const T* partial_w, const T* partial_b, int64_t chunks, int64_t cols,
+                const Tensor& dweight, const Tensor& dbias, const char* op) {
+  const auto column_blocks = static_cast<unsigned>(ceil_div(cols, kParamCols));
+  if (dweight.defined())
+    sum_chunks_kernel<T><<<column_blocks, kParamCols * kParamRowLanes, 0, stream>>>(partial_w, chunks, cols,
+                                                                                    dweight.data<T>());
+  if (dbias.defined())
+    sum_chunks_kernel<T><<<column_blocks, kParamCols * kParamRowLanes, 0, stream>>>(partial_b, chunks, cols,
+                                                                                    dbias.data<T>());
+  LINEA_CUDA_LAUNCH_CHECK(op, "parameter gradients, ", cols, " columns");
+}
+
 // Launches the partial-sum and chunk-sum kernels for dweight (and dbias when defined).
 template <class T, bool kRms>
 void norm_param_grads(int device, cudaStream_t stream, const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -161,19 +183,60 @@ void norm_param_grads(int device, cudaStream_t stream, const Tensor& x, const Te
       x.data<T>(), kRms ? nullptr : mean.data<T>(), rstd.data<T>(), dy.data<T>(), rc.rows, rc.cols, rows_per_chunk,
       partial_w, partial_b);
   LINEA_CUDA_LAUNCH_CHECK(op, "parameter gradients of x ", x.describe());
-  // dweight is undefined when only dbias is wanted: its sums are then computed and dropped.
-  const auto column_blocks = static_cast<unsigned>(ceil_div(rc.cols, kParamCols));
-  if (dweight.defined())
-    sum_chunks_kernel<T><<<column_blocks, kParamCols * kParamRowLanes, 0, stream>>>(partial_w, chunks, rc.cols,
-                                                                                    dweight.data<T>());
-  if (dbias.defined())
-    sum_chunks_kernel<T><<<column_blocks, kParamCols * kParamRowLanes, 0, stream>>>(partial_b, chunks, rc.cols,
-                                                                                    dbias.data<T>());
-  LINEA_CUDA_LAUNCH_CHECK(op, "parameter gradients of x ", x.describe());
+  sum_chunks<T>(stream, partial_w, partial_b, chunks, rc.cols, dweight, dbias, op);
 }
 
 // weight and bias may be undefined (no affine part).
 Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous_copy(t) : t; }
+
+
+// The packed kernels (norm_packed.cuh) where the rows allow them; false where they do not. mean,
+// bias and dbias are undefined for RMSNorm.
+template <class T, bool kRms>
+bool packed_forward(int device, cudaStream_t stream, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    double eps, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  const RowsCols rc = rows_cols(x.shape());
+  const int packs = norm_packed::packs_per_lane<T>(
+      rc.cols, {x.raw_data(), y.raw_data(), weight.defined() ? weight.raw_data() : nullptr,
+                bias.defined() ? bias.raw_data() : nullptr});
+  if (packs == 0 || !y.is_contiguous()) return false;
+  norm_packed::with_packs(packs, [&]<int kPacks>() {
+    norm_packed::norm_forward_kernel<T, kPacks, kRms>
+        <<<row_blocks<32>(rc.rows, device), 32 * norm_packed::kNormWarps, 0, stream>>>(
+            x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), static_cast<T>(eps), y.data<T>(),
+            kRms ? nullptr : mean.data<T>(), rstd.data<T>(), rc.rows, static_cast<int>(rc.cols));
+  });
+  LINEA_CUDA_LAUNCH_CHECK(kRms ? "rms_norm" : "layer_norm", "x ", x.describe());
+  return true;
+}
+
+template <class T, bool kRms>
+bool packed_backward(int device, cudaStream_t stream, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                     const Tensor& rstd, const Tensor& dy, const Tensor& dx, const Tensor& dweight,
+                     const Tensor& dbias) {
+  const RowsCols rc = rows_cols(x.shape());
+  const int packs = norm_packed::packs_per_lane<T>(
+      rc.cols, {x.raw_data(), dy.raw_data(), dx.raw_data(), weight.defined() ? weight.raw_data() : nullptr});
+  if (packs == 0 || !dx.is_contiguous()) return false;
+  const char* op = kRms ? "rms_norm_backward" : "layer_norm_backward";
+  // Chunks of at least 32 rows (four per warp), at most 1024 of them.
+  const int64_t rows_per_chunk = ceil_div(rc.rows, std::max<int64_t>(1, std::min<int64_t>(1024, rc.rows / 32)));
+  const int64_t chunks = ceil_div(rc.rows, rows_per_chunk);
+  const bool sums = dweight.defined() || dbias.defined();
+  DeviceBuffer partial(sums ? sizeof(T) * chunks * rc.cols * 2 : 0, device);
+  T* partial_w = sums ? partial.as<T>() : nullptr;
+  T* partial_b = dbias.defined() ? partial_w + chunks * rc.cols : nullptr;
+  const size_t shared = sums ? sizeof(T) * norm_packed::kNormWarps * rc.cols : 0;
+  norm_packed::with_packs(packs, [&]<int kPacks>() {
+    norm_packed::norm_backward_kernel<T, kPacks, kRms>
+        <<<static_cast<unsigned>(chunks), 32 * norm_packed::kNormWarps, shared, stream>>>(
+            x.data<T>(), data_or_null<T>(weight), kRms ? nullptr : mean.data<T>(), rstd.data<T>(), dy.data<T>(),
+            dx.data<T>(), rc.rows, static_cast<int>(rc.cols), rows_per_chunk, partial_w, partial_b);
+  });
+  LINEA_CUDA_LAUNCH_CHECK(op, "x ", x.describe());
+  if (sums) sum_chunks<T>(stream, partial_w, partial_b, chunks, rc.cols, dweight, dbias, op);
+  return true;
+}
 
 }  // namespace
 
@@ -185,6 +248,7 @@ void CudaBackend::layer_norm(const Tensor& x_, const Tensor& weight_, const Tens
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), bias = contiguous_or_none(bias_);
   dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+    if (packed_forward<T, false>(device_, stream, x, weight, bias, eps, y, mean, rstd)) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       layer_norm_kernel<T, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
           x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), static_cast<T>(eps), y.data<T>(),
@@ -208,6 +272,7 @@ void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, c
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor mean = contiguous_copy(mean_), rstd = contiguous_copy(rstd_);
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
+    if (packed_backward<T, false>(device_, stream, x, weight, mean, rstd, dy, dx, dweight, dbias)) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       norm_backward_kernel<T, kGroup, false><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
                                                0, stream>>>(x.data<T>(), data_or_null<T>(weight), mean.data<T>(),
@@ -228,6 +293,7 @@ void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, 
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_);
   dispatch_floating(x.dtype(), "rms_norm", [&]<class T>() {
+    if (packed_forward<T, true>(device_, stream, x, weight, Tensor(), eps, y, Tensor(), rstd)) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       rms_norm_kernel<T, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
           x.data<T>(), data_or_null<T>(weight), static_cast<T>(eps), y.data<T>(), rstd.data<T>(), rc.rows, rc.cols);
@@ -248,6 +314,7 @@ void CudaBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight_, con
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor rstd = contiguous_copy(rstd_);
   dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
+    if (packed_backward<T, true>(device_, stream, x, weight, Tensor(), rstd, dy, dx, dweight, Tensor())) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       norm_backward_kernel<T, kGroup, true><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
                                               0, stream>>>(x.data<T>(), data_or_null<T>(weight), nullptr,

@@ -227,11 +227,14 @@ struct NormCase {
   bool weight, bias;
 };
 // Widths for each row-group size (a warp up to 1024, then 256- and 1024-thread blocks), rows of 1
-// and 3 and 1000, no rows at all, and every affine combination.
+// and 3 and 1000, no rows at all, and every affine combination. Widths that are whole 16-byte packs
+// (up to 1024 float32, 512 float64) take the packed kernels (cuda/kernels/norm_packed.cuh) with
+// 1, 2, 4 or 8 packs per lane, full or not, and chunks of rows that do not divide the rows.
 const NormCase kNormCases[] = {
     {{1, 1}, true, true},     {{1, 7}, true, true},     {{3, 33}, true, false},  {{1000, 768}, true, true},
     {{5, 3000}, true, true},  {{2, 10000}, false, true}, {{0, 5}, true, true},    {{2, 3, 40}, false, false},
-    {{1000, 37}, true, true}, {{70, 129}, true, true},
+    {{1000, 37}, true, true}, {{70, 129}, true, true},   {{4099, 512}, true, false}, {{300, 1024}, true, true},
+    {{65, 256}, false, true}, {{33, 64}, true, true},    {{17, 4}, true, true},
 };
 
 TEST(CudaFusedKernels, NormsMatchCpu) {
@@ -271,6 +274,15 @@ TEST(CudaFusedKernels, NormsOfStridedInput) {
     expect_device_parity([](const std::vector<Tensor>& x) { return rms_norm(transpose(x[0], 0, 1), x[1]); },
                          {random_normal({50, 9}, dtype, 19), random_normal({50}, dtype, 20)}, fused_tolerance(dtype),
                          "rms_norm transposed");
+    // Contiguous rows of whole packs that start one element past 16 bytes: not the packed kernels.
+    const auto off_by_one = [](const Tensor& flat) { return reshape(narrow(flat, 0, 1, 40 * 64), {40, 64}); };
+    expect_device_parity(
+        [&](const std::vector<Tensor>& x) { return layer_norm(off_by_one(x[0]), x[1], x[2]); },
+        {random_normal({40 * 64 + 1}, dtype, 28), random_normal({64}, dtype, 29), random_normal({64}, dtype, 30)},
+        fused_tolerance(dtype), "layer_norm of rows off 16 bytes");
+    expect_device_parity([&](const std::vector<Tensor>& x) { return rms_norm(off_by_one(x[0]), x[1]); },
+                         {random_normal({40 * 64 + 1}, dtype, 31), random_normal({64}, dtype, 32)},
+                         fused_tolerance(dtype), "rms_norm of rows off 16 bytes");
   }
 }
 

@@ -77,7 +77,7 @@ TEST(CudaIndexing, GatherAndScatterAddAlongEveryDim) {
 
 TEST(CudaIndexing, ScatterAddIntoAHugeTensorUsesTheSortPath) {
   LINEA_SKIP_WITHOUT_CUDA();
-  // Few sources into many targets: the grouping sorts the sources instead of counting targets.
+  // Few sources into many targets: the sort's keys are 20 bits wide.
   const Tensor x = zeros({1, 1000003}, kFloat32);
   const Tensor index = random_ids(1000003, {1, 300}, 43);
   const Tensor src = random_normal({1, 300}, kFloat32, 44);
@@ -101,11 +101,15 @@ TEST(CudaIndexing, BadIndicesRaiseErrorsNamingTheOpAndTheValue) {
   const Tensor first = gather(x, 1, g_index), second = index_select(x, 0, too_big);
   EXPECT_LINEA_ERROR(cuda::synchronize(0), "gather", "index 4");
   EXPECT_EQ(to(index_select(x, 0, from_vector<int64_t>({10}, {1}, gpu())), kCPU).numel(), 4);
-  EXPECT_LINEA_ERROR(scatter_add(x, 1, g_index, zeros({2, 4}, {kFloat32, gpu()})), "scatter_add", "index 4");
+  EXPECT_LINEA_ERROR(to(scatter_add(x, 1, g_index, zeros({2, 4}, {kFloat32, gpu()})), kCPU), "scatter_add",
+                     "index 4 is out of range for a dim of size 4");
+  // The first bad index in order, as the CPU names it.
   const Tensor out = zeros({11, 4}, {kFloat32, gpu()});
-  EXPECT_LINEA_ERROR(backend_for(gpu()).index_add(out, 0, too_big, zeros({4, 4}, {kFloat32, gpu()})), "index_add",
-                     "index 11");
-  // The device is fine afterwards, and nothing was written.
+  const Tensor two_bad = from_vector<int64_t>({0, 12, 3, -1, 11}, {5}, gpu());
+  EXPECT_LINEA_ERROR((backend_for(gpu()).index_add(out, 0, two_bad, ones({5, 4}, {kFloat32, gpu()})),
+                      cuda::synchronize(0)),
+                     "index_add", "index 12 is out of range for a dim of size 11");
+  // The device is fine afterwards, and nothing was written (not even the good indices' rows).
   EXPECT_EQ(sum(out).item(), 0.0);
   EXPECT_EQ(index_select(x, 0, from_vector<int64_t>({10}, {1}, gpu())).numel(), 4);
 }

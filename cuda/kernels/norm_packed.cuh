@@ -1,0 +1,191 @@
+#pragma once
+// The norms' kernels for rows that fit a warp's registers (norm.cu picks them where they apply):
+// a warp per row, each lane holding kPacks 16-byte packs of the row (packs lane, lane + 32, ...),
+// so x and dy are read from memory once, 16 bytes per load. On an H200, at a standard training
+// step's (16k, 512) float32, the element-per-lane kernels ran the forward at 24 us and the backward
+// at 40 us plus 26 us for the parameter gradients, which read x and dy a second time; the
+// backward here forms dx and the parameter gradients' partial sums in one pass.
+//
+// Which columns a lane holds does not depend on the row, so a lane keeps the weight's packs and
+// its columns' running sums of dy * xhat (and dy) in registers across the rows it visits. A block
+// (kNormWarps warps) works on one chunk of consecutive rows, its warps taking every kNormWarps-th
+// row; at the end the warps' sums are added in warp order through shared memory into the chunk's
+// partial sums, which sum_chunks_kernel (norm.cu) then adds in chunk order. The chunking depends
+// only on the shape: the same bits on every run, without atomics.
+#include <cstdint>
+#include <initializer_list>
+
+#include "cuda/kernels/pack.cuh"
+#include "cuda/kernels/rows.cuh"
+
+namespace linea::cuda::norm_packed {
+
+constexpr int kNormWarps = 8;
+constexpr int kMaxPacks = 8;  // packs per lane: rows of up to 32 * 8 * 16 bytes (1024 float32)
+
+// A lane's packs of one row (zeros past the row's end, which add nothing to the sums).
+template <class T, int kPacks>
+struct LaneRow {
+  static constexpr int V = kPack<T>;
+  Pack<T, V> p[kPacks];
+
+  __device__ __forceinline__ static bool holds(int k, int packs) { return threadIdx.x % 32 + 32 * k < packs; }
+  __device__ __forceinline__ void load(const T* row, int packs) {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      if (holds(k, packs)) {
+        p[k] = load_pack<T, V>(row + (threadIdx.x % 32 + 32 * k) * V);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) p[k].v[e] = T(0);
+      }
+    }
+  }
+  __device__ __forceinline__ void store(T* row, int packs) const {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+      if (holds(k, packs)) store_pack<T, V>(row + (threadIdx.x % 32 + 32 * k) * V, p[k]);
+  }
+  __device__ __forceinline__ T sum() const {
+    T s = 0;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+#pragma unroll
+      for (int e = 0; e < V; ++e) s += p[k].v[e];
+    return s;
+  }
+};
+
+// Whether rows of `cols` elements at these addresses can be read as packs, and how many packs per
+// lane then (1, 2, 4 or 8; 0: they cannot).
+template <class T>
+int packs_per_lane(int64_t cols, std::initializer_list<const void*> rows_at) {
+  if (cols % kPack<T> != 0 || cols > int64_t{32} * kMaxPacks * kPack<T>) return 0;
+  for (const void* p : rows_at)
+    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+  const int64_t needed = (cols / kPack<T> + 31) / 32;
+  return needed <= 1 ? 1 : needed <= 2 ? 2 : needed <= 4 ? 4 : 8;
+}
+
+// Calls launch.template operator()<kPacks>() for packs = 1, 2, 4 or 8.
+template <class Launch>
+void with_packs(int packs, Launch&& launch) {
+  switch (packs) {
+    case 1: return launch.template operator()<1>();
+    case 2: return launch.template operator()<2>();
+    case 4: return launch.template operator()<4>();
+    default: return launch.template operator()<8>();
+  }
+}
+
+// y = (x - mu) * rstd * w + b (kRms: mu = 0, no b), mean and rstd stored per row; w, b may be null.
+// The variance is summed around the mean (two passes over the registers, as norm.cu's kernels do
+// over memory).
+template <class T, int kPacks, bool kRms>
+__global__ void __launch_bounds__(32 * kNormWarps)
+    norm_forward_kernel(const T* x, const T* w, const T* b, T eps, T* y, T* mean, T* rstd, int64_t rows, int cols) {
+  using Row = LaneRow<T, kPacks>;
+  constexpr int V = Row::V;
+  const int packs = cols / V;
+  Row wr, br;
+  if (w) wr.load(w, packs);
+  if (b) br.load(b, packs);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kNormWarps + threadIdx.x / 32; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kNormWarps) {
+    Row xr;
+    xr.load(x + r * cols, packs);
+    const T mu = kRms ? T(0) : warp_sum(xr.sum()) / static_cast<T>(cols);
+    T sq = 0;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+      if (Row::holds(k, packs))
+#pragma unroll
+        for (int e = 0; e < V; ++e) sq += (xr.p[k].v[e] - mu) * (xr.p[k].v[e] - mu);
+    const T rs = T(1) / sqrt(warp_sum(sq) / static_cast<T>(cols) + eps);
+    if (threadIdx.x % 32 == 0) {
+      if (!kRms) mean[r] = mu;
+      rstd[r] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        T v = (xr.p[k].v[e] - mu) * rs;
+        if (w) v *= wr.p[k].v[e];
+        if (b) v += br.p[k].v[e];
+        xr.p[k].v[e] = v;
+      }
+    xr.store(y + r * cols, packs);
+  }
+}
+
+// Adds the block's warps' per-column sums (lane packs `acc`) in warp order into out[0..cols).
+// `scratch` holds kNormWarps x cols elements. Every thread of the block must call it.
+template <class T, int kPacks>
+__device__ void add_warps_in_order(const LaneRow<T, kPacks>& acc, T* scratch, int cols, T* out) {
+  constexpr int V = LaneRow<T, kPacks>::V;
+  const int warp = threadIdx.x / 32;
+  acc.store(scratch + warp * cols, cols / V);
+  __syncthreads();
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    T total = 0;
+#pragma unroll
+    for (int k = 0; k < kNormWarps; ++k) total += scratch[k * cols + c];
+    out[c] = total;
+  }
+  __syncthreads();  // before scratch is written again
+}
+
+// dx for rows [chunk * rows_per_chunk, ...) of block `chunk`, with g = dy * w and xhat = (x - mu) * rstd:
+//   LayerNorm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat));  RMSNorm: no mean(g).
+// partial_w[chunk * cols + c] = sum over the chunk's rows of dy * xhat, partial_b the same of dy
+// (either may be null; RMSNorm has no bias). Dynamic shared memory: kNormWarps * cols elements
+// when either is wanted.
+template <class T, int kPacks, bool kRms>
+__global__ void __launch_bounds__(32 * kNormWarps)
+    norm_backward_kernel(const T* x, const T* w, const T* mean, const T* rstd, const T* dy, T* dx, int64_t rows,
+                         int cols, int64_t rows_per_chunk, T* partial_w, T* partial_b) {
+  using Row = LaneRow<T, kPacks>;
+  constexpr int V = Row::V;
+  const int packs = cols / V;
+  Row wr, acc_w{}, acc_b{};
+  if (w) wr.load(w, packs);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_chunk;
+  const int64_t last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
+  for (int64_t r = first + threadIdx.x / 32; r < last; r += kNormWarps) {
+    Row xr, gr;
+    xr.load(x + r * cols, packs);
+    gr.load(dy + r * cols, packs);
+    const T mu = kRms ? T(0) : mean[r], rs = rstd[r];
+    T sum_g = 0, sum_gx = 0;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const T d = gr.p[k].v[e], xhat = (xr.p[k].v[e] - mu) * rs;
+        const T g = w ? d * wr.p[k].v[e] : d;
+        if (Row::holds(k, packs)) {  // past the row's end x - mu is not 0
+          sum_g += g;
+          sum_gx += g * xhat;
+          acc_w.p[k].v[e] += d * xhat;
+          if constexpr (!kRms) acc_b.p[k].v[e] += d;
+        }
+        xr.p[k].v[e] = xhat;
+        gr.p[k].v[e] = g;
+      }
+    const T mean_g = kRms ? T(0) : warp_sum(sum_g) / static_cast<T>(cols);
+    const T mean_gx = warp_sum(sum_gx) / static_cast<T>(cols);
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+#pragma unroll
+      for (int e = 0; e < V; ++e) gr.p[k].v[e] = rs * (gr.p[k].v[e] - mean_g - xr.p[k].v[e] * mean_gx);
+    gr.store(dx + r * cols, packs);
+  }
+  if (!partial_w && !partial_b) return;  // uniform across the block
+  extern __shared__ __align__(16) unsigned char scratch_bytes[];
+  T* scratch = reinterpret_cast<T*>(scratch_bytes);
+  if (partial_w) add_warps_in_order(acc_w, scratch, cols, partial_w + blockIdx.x * static_cast<int64_t>(cols));
+  if (partial_b) add_warps_in_order(acc_b, scratch, cols, partial_b + blockIdx.x * static_cast<int64_t>(cols));
+}
+
+}  // namespace linea::cuda::norm_packed
