@@ -9,9 +9,18 @@
 // Batches: when the batch dims of a, b and out merge into one uniform stride each (a broadcast
 // operand has stride 0), one strided-batched call does them all; otherwise the outer batch dims
 // loop on the host, one strided-batched call per step.
+//
+// TF32's tensor cores read both operands along the contraction (32-bit elements have no
+// transposing load). A weight shared across the batch whose rows run along the contraction, as
+// in a Linear's input gradient dx = dy W, makes cuBLAS transpose it tile by tile as it loads: on an
+// H200 such a product ran at about 2/3 of the forward's speed. Such a weight, small beside the
+// other operand, is transposed into a scratch buffer first (cublasSgeam) and passed with a
+// transpose flag (tools/gpu/gemm_shapes.cu --input-gradients measured both ways).
 #include <algorithm>
+#include <optional>
 
 #include "cuda/backend.h"
+#include "cuda/buffer.h"
 #include "cuda/check.h"
 #include "cuda/cublas.h"
 #include "cuda/cuda_backend.h"
@@ -53,6 +62,26 @@ void gemm_batched(const Gemm& g, const matmul_layout::Operand& la, const matmul_
   }
 }
 
+// A float32 weight b (k, n) whose rows run along the contraction, at most 1/8 the size of a (so
+// that transposing it costs little beside reading a), transposed into `scratch` as (n, k) rows:
+// the operand to pass instead of b. Anything else: b as it is.
+struct ContractionMajor {
+  const void* data;
+  matmul_layout::Operand layout;
+};
+ContractionMajor transposed_for_tf32(const Gemm& g, const void* b, const matmul_layout::Operand& lb, int64_t rows_a,
+                                     int64_t n, int64_t k, std::optional<DeviceBuffer>& scratch, int device) {
+  if (g.compute != CUBLAS_COMPUTE_32F_FAST_TF32 || lb.transposed || 8 * n * k > rows_a * k) return {b, lb};
+  scratch.emplace(sizeof(float) * static_cast<size_t>(n * k), device);
+  const float one = 1.0f, zero = 0.0f;
+  float* bt = scratch->as<float>();
+  // Column-major, b is (n, k) with leading dim lb.ld and bt (k, n) with leading dim k: bt = b^T.
+  LINEA_CUBLAS_CHECK(cublasSgeam(g.handle, CUBLAS_OP_T, CUBLAS_OP_N, k, n, &one, static_cast<const float*>(b), lb.ld,
+                                 &zero, bt, k, bt, k),
+                     "matmul", "transposing a weight of ", k, " x ", n);
+  return {bt, {true, true, k}};
+}
+
 }  // namespace
 
 void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) const {
@@ -80,8 +109,10 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   const int64_t row_stride =
       batch > 1 && matmul_layout::shared_across_batch(b) ? matmul_layout::collapsed_row_stride(a) : 0;
   if (row_stride > 0) {
-    gemm_batched(g, {true, false, row_stride}, lb, batch * m, n, k, a.raw_data(), 0, b.raw_data(), 0, out.raw_data(), 0,
-                 1, elem, out_elem);
+    std::optional<DeviceBuffer> scratch;
+    const ContractionMajor w = transposed_for_tf32(g, b.raw_data(), lb, batch * m, n, k, scratch, device_);
+    gemm_batched(g, {true, false, row_stride}, w.layout, batch * m, n, k, a.raw_data(), 0, w.data, 0, out.raw_data(),
+                 0, 1, elem, out_elem);
     return;
   }
 

@@ -89,5 +89,20 @@ TEST(CudaMatmul, Tf32IsSwitchableAndClose) {
   cuda::set_tf32(was);
 }
 
+// With TF32 on, a weight shared across the batch whose rows run along the contraction (b of
+// (k, n), eight or more times smaller than a) is transposed before the product
+// (cuda/kernels/matmul.cpp): the results are those of the product as written, also for a weight
+// whose rows lie apart (a narrowed view) and for one just too large to be transposed.
+TEST(CudaMatmul, Tf32TransposesASmallWeightReadAcrossTheContraction) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const testing::Tf32Setting tf32(true);
+  const Tensor a = random_normal({4, 100, 37}, kFloat32, 25), wide = random_normal({37, 60}, kFloat32, 26);
+  for (int64_t n : {48, 50, 51}) {  // 8 n <= 400 rows of a, and just above
+    const Tensor b = narrow(wide, 1, 3, n);
+    EXPECT_TRUE(matches_cpu(matmul(on_gpu(a), on_gpu(b)), matmul(a, b), 1e-2, 0.1)) << "n " << n;
+    EXPECT_TRUE(matches_cpu(matmul(on_gpu(a), contiguous(on_gpu(b))), matmul(a, b), 1e-2, 0.1)) << "n " << n;
+  }
+}
+
 }  // namespace
 }  // namespace linea

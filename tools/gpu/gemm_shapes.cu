@@ -12,6 +12,10 @@
 //   accumulate (the input's gradient) five products adding into one result (beta = 1).
 // Then every product of a standard training step is timed with cuBLAS's default choice and with
 // each algorithm cublasLt's heuristic offers: whether the default leaves time on the table.
+// `--input-gradients` times only the input's gradient dx = dy W of each weight (out, in) of the
+// step two ways: as it is (W's rows run along the contraction, which TF32's tensor cores cannot
+// read directly), and with W transposed first (cublasSgeam) so that both operands are read along
+// the contraction, as in the forward.
 // Build and run on the GPU machine (not part of the CMake build):
 //   nvcc -arch=sm_90 -O3 tools/gpu/gemm_shapes.cu -lcublas -lcublasLt -o /tmp/gemm_shapes && /tmp/gemm_shapes
 #include <cublasLt.h>
@@ -20,6 +24,8 @@
 
 #include <cstdio>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "probe.cuh"
@@ -97,13 +103,43 @@ void time_algorithms(cublasHandle_t blas, cublasLtHandle_t lt, void* workspace, 
 
 }  // namespace
 
-int main() {
+// dx (N, in) = dy (N, out) W (out, in) for the step's weights, W as it is and transposed first.
+void time_input_gradients(const Blas& blas) {
+  const cublasOperation_t N = CUBLAS_OP_N, T = CUBLAS_OP_T;
+  float* dy = filled(size_t(kN) * 8192);
+  float* dx = filled(size_t(kN) * 2048);
+  float* dx_transposed = filled(size_t(kN) * 2048);
+  float* w = filled(size_t(8192) * 2048);
+  float* wt = filled(size_t(8192) * 2048);
+  const float one = 1.0f, zero = 0.0f;
+  for (const auto& shape : std::vector<std::pair<int, int>>{{2560, 512}, {512, 512}, {2048, 512}, {512, 2048}, {8192, 512}}) {
+    const int out = shape.first, in = shape.second;
+    const double as_is = time_us([&] { blas.gemm(N, N, in, kN, out, w, in, dy, out, dx, in, 0.0f); });
+    // W^T (in, out) row-major is column-major (out, in): geam writes op(W) with W column-major (in, out).
+    const auto transpose = [&] {
+      CHECK(cublasSgeam(blas.handle, T, N, out, in, &one, w, in, &zero, wt, out, wt, out));
+    };
+    const double transposing = time_us(transpose);
+    const double transposed = time_us([&] { blas.gemm(T, N, in, kN, out, wt, out, dy, out, dx, in, 0.0f); });
+    blas.gemm(T, N, in, kN, out, wt, out, dy, out, dx_transposed, in, 0.0f);
+    blas.gemm(N, N, in, kN, out, w, in, dy, out, dx, in, 0.0f);
+    std::printf("input grad %5d x %5d: as is %7.1f   transposed %5.1f + %7.1f = %7.1f   |difference| %.1e\n", out, in,
+                as_is, transposing, transposed, transposing + transposed,
+                max_abs_diff(dx, dx_transposed, size_t(kN) * in));
+  }
+}
+
+int main(int argc, char** argv) {
   Blas blas;
   CHECK(cublasCreate(&blas.handle));
   size_t workspace_bytes = 64u << 20;
   void* workspace = nullptr;
   CHECK(cudaMalloc(&workspace, workspace_bytes));
   CHECK(cublasSetWorkspace(blas.handle, workspace, workspace_bytes));
+  if (argc > 1 && std::string(argv[1]) == "--input-gradients") {
+    time_input_gradients(blas);
+    return 0;
+  }
   float* x = filled(size_t(kN) * kD);
   float* w = filled(size_t(kParts) * kP * kD);
   float* y = filled(size_t(kParts) * kN * kP);   // results, either layout

@@ -92,15 +92,6 @@ struct LtProduct {
   }
 };
 
-float max_abs_diff(const float* a, const float* b, size_t n) {
-  std::vector<float> x(n), y(n);
-  CHECK(cudaMemcpy(x.data(), a, n * sizeof(float), cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(y.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost));
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
-}
-
 }  // namespace
 
 int main() {

@@ -3,6 +3,8 @@
 // a timer, and device buffers of non-trivial values.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -44,4 +46,14 @@ inline float* filled(size_t count) {
   for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   CHECK(cudaMemcpy(p, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
   return p;
+}
+
+// The largest |a[i] - b[i]| over n device floats.
+inline float max_abs_diff(const float* a, const float* b, size_t n) {
+  std::vector<float> x(n), y(n);
+  CHECK(cudaMemcpy(x.data(), a, n * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(y.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost));
+  float m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
 }

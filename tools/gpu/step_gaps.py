@@ -8,7 +8,8 @@ step). For each step after the first `skip`: its span (from the end of the previ
 optimizer to the end of its own), the time the GPU was busy (the union of kernels, copies and
 memsets), and the idle gaps, each named by the activities on either side. Gaps are summed over the
 steps by (before, after) pair, largest first, and the host's waits on the GPU are listed with what
-the GPU was doing when each ended.
+the GPU was doing when each ended. A trace with the host's runtime calls (LINEA_TRACE_API=1) also
+lists, for the largest gaps, the calls the host made while the GPU sat idle.
 """
 import argparse
 import collections
@@ -38,17 +39,18 @@ def short_names(names):
 
 
 def read(path):
-    gpu, waits = [], []
+    gpu, waits, calls = [], [], []
     with open(path) as f:
         for line in f:
             kind, start, end, stream, detail = line.rstrip("\n").split(",", 4)
             rec = (int(start), int(end), kind, detail, int(stream))
-            (waits if kind == "host_wait" else gpu).append(rec)
+            {"host_wait": waits, "host_api": calls}.get(kind, gpu).append(rec)
     gpu.sort()
     waits.sort()
+    calls.sort()
     names = short_names([r[3] for r in gpu if r[2] == "kernel"])
     label = lambda r: names[r[3]] if r[2] == "kernel" else f"{r[2]} {r[3]}"
-    return gpu, waits, label
+    return gpu, waits, calls, label
 
 
 def steps_of(gpu, label):
@@ -70,7 +72,7 @@ def main():
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
     a = ap.parse_args()
-    gpu, waits, label = read(a.trace)
+    gpu, waits, calls, label = read(a.trace)
     steps = steps_of(gpu, label)[a.skip :]
     if not steps:
         raise SystemExit("no complete step found (no adamw kernels?)")
@@ -78,6 +80,7 @@ def main():
     sizes = collections.Counter()
     size_bins = [(2, "<2 us"), (5, "2-5 us"), (20, "5-20 us"), (100, "20-100 us"), (1e18, ">100 us")]
     waited = collections.defaultdict(lambda: [0, 0.0])
+    windows = collections.defaultdict(list)  # (before, after) -> the gaps' [start, end)
     totals = collections.Counter()
     for first, last in steps:
         span_start, span_end = gpu[first - 1][1], gpu[last][1]
@@ -90,6 +93,7 @@ def main():
                 key = (label(prev), label(r))
                 gaps[key][0] += 1
                 gaps[key][1] += gap
+                windows[key].append((busy_end, r[0]))
                 sizes[next(n for lim, n in size_bins if gap < lim)] += gap
             busy += max(0, r[1] - max(r[0], busy_end)) / 1e3
             if r[1] > busy_end:
@@ -116,6 +120,18 @@ def main():
     print(f"\nlargest idle time by neighbours (us per step, gaps per step): before -> after")
     for (before, after), (count, us) in sorted(gaps.items(), key=lambda kv: -kv[1][1])[: a.top]:
         print(f"{us / n:9.1f} {count / n:5.1f}  {before}  ->  {after}")
+    if calls:
+        print(f"\nthe host's runtime calls inside the {min(a.top, 5)} largest gaps (us per step, calls per step)")
+        for key, _ in sorted(gaps.items(), key=lambda kv: -kv[1][1])[: min(a.top, 5)]:
+            inside = collections.defaultdict(lambda: [0, 0.0])
+            for lo, hi in windows[key]:
+                for c in calls:
+                    if lo <= c[0] < hi:
+                        inside[c[3]][0] += 1
+                        inside[c[3]][1] += (min(c[1], hi) - c[0]) / 1e3
+            print(f"  {key[0]}  ->  {key[1]}")
+            for name, (count, us) in sorted(inside.items(), key=lambda kv: -kv[1][1])[:8]:
+                print(f"    {us / n:9.1f} {count / n:5.1f}  {name}")
     print(f"\nhost waits ending inside a step (us per step, count per step): kind, the GPU's last activity before")
     for (kind, what), (count, us) in sorted(waited.items(), key=lambda kv: -kv[1][1])[: a.top]:
         print(f"{us / n:9.1f} {count / n:5.1f}  {kind}  after {what}")

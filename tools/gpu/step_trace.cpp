@@ -4,7 +4,8 @@
 // A CUPTI injection library: the CUDA driver loads it into any program when CUDA_INJECTION64_PATH
 // names it, and calls InitializeInjection before the first CUDA call. It records every kernel,
 // copy and memset (GPU start and end), and every wait of the host on the GPU (stream, event or
-// device synchronization), all on CUPTI's one clock, and writes them at exit as CSV lines
+// device synchronization), and with LINEA_TRACE_API=1 every CUDA runtime call the host makes, all
+// on CUPTI's one clock, and writes them at exit as CSV lines
 //   kind,start_ns,end_ns,stream,detail
 // to the file named by LINEA_TRACE_OUT (default step_trace.csv). tools/gpu/step_gaps.py reads it.
 // Build and run on the GPU machine (not part of the CMake build):
@@ -67,6 +68,13 @@ void keep(const CUpti_Activity* record, std::vector<Record>& out) {
       out.push_back({"memset", m->start, m->end, m->streamId, "bytes" + std::to_string(m->bytes)});
       break;
     }
+    case CUPTI_ACTIVITY_KIND_RUNTIME: {
+      const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      const char* name = nullptr;
+      cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, api->cbid, &name);
+      out.push_back({"host_api", api->start, api->end, 0, name ? name : "?"});
+      break;
+    }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
       out.push_back({"host_wait", s->start, s->end, s->streamId, sync_kind(s->type)});
@@ -108,6 +116,8 @@ extern "C" int InitializeInjection() {
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                   CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION})
     cuptiActivityEnable(kind);
+  // The host's runtime calls cost it about a microsecond each to record: only on request.
+  if (const char* api = std::getenv("LINEA_TRACE_API"); api && *api == '1') cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
   std::atexit(write_records);
   return 1;
 }
