@@ -45,10 +45,17 @@ std::vector<NamedParameter> Module::named_parameters() const {
   return out;
 }
 
+// named_parameters() builds every name from its modules' prefixes, about a microsecond a
+// parameter; a training step asks for the parameters alone each step, so they skip the names.
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
-  for (const NamedParameter& p : named_parameters()) out.push_back(p.tensor);
+  append_parameters(out);
   return out;
+}
+
+void Module::append_parameters(std::vector<Tensor>& out) const {
+  for (const Slot& s : parameters_) out.push_back(*s.tensor);
+  for (const auto& child : children_) child.second->append_parameters(out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {

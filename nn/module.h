@@ -77,6 +77,7 @@ class Module {
     bool weight_decay;
   };
   void check_name(const std::string& name) const;
+  void append_parameters(std::vector<Tensor>& out) const;  // parameters(), in named_parameters() order
   template <class Fn>
   void visit_slots(const std::string& prefix, bool parameters, Fn&& fn) const;
 

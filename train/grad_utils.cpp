@@ -23,22 +23,31 @@ Tensor per_grad_values(const std::vector<Tensor>& params, Fn&& per_grad) {
 
 }  // namespace
 
-double grad_norm(const std::vector<Tensor>& params) {
+Tensor grad_norm_squared(const std::vector<Tensor>& params) {
   std::vector<Tensor> grads;
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (g.defined() && g.numel() > 0) grads.push_back(g);
   }
   // One fused pass over all gradients (Backend::sum_squares), in double.
-  return grads.empty() ? 0.0 : std::sqrt(sum(sum_squares(grads)).item());
+  return grads.empty() ? Tensor() : sum(sum_squares(grads));
+}
+
+double grad_norm(const std::vector<Tensor>& params) {
+  const Tensor squared = grad_norm_squared(params);
+  return squared.defined() ? std::sqrt(squared.item()) : 0.0;
 }
 
 ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   LINEA_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got ", max_norm);
+  return clip_by_norm(params, max_norm, grad_norm(params));
+}
+
+ClipResult clip_by_norm(const std::vector<Tensor>& params, double max_norm, double norm) {
   ClipResult result;
-  result.norm = grad_norm(params);
+  result.norm = norm;
   result.finite = std::isfinite(result.norm);
-  if (!result.finite || result.norm <= max_norm) return result;
+  if (max_norm <= 0 || !result.finite || result.norm <= max_norm) return result;
   NoGradGuard no_grad;
   for (const Tensor& p : params) {
     Tensor g = p.grad();

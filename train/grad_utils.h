@@ -12,6 +12,10 @@ namespace linea::train {
 // sqrt(sum of g^2 over every element of every gradient), accumulated in float64 so that float32
 // gradients neither overflow when squared nor lose small terms. Non-finite when any gradient is.
 double grad_norm(const std::vector<Tensor>& params);
+// Its square, queued on the gradients' device and not read: a float64 scalar tensor (undefined
+// when no parameter has a gradient). A training step queues it before it reads the loss, so that
+// one wait for the device serves both (train_step.cpp).
+Tensor grad_norm_squared(const std::vector<Tensor>& params);
 
 struct ClipResult {
   double norm = 0.0;     // before clipping
@@ -24,6 +28,9 @@ struct ClipResult {
 // Scales every gradient by max_norm / norm when the norm exceeds max_norm (max_norm > 0), so the
 // new norm is max_norm; PyTorch's clip_grad_norm_ does the same up to its 1e-6 guard.
 ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// The same with the gradients' norm already known, and max_norm <= 0 meaning no clipping (the
+// result then only reports the norm and whether it is finite).
+ClipResult clip_by_norm(const std::vector<Tensor>& params, double max_norm, double norm);
 
 // True when no gradient holds inf or NaN.
 bool grads_finite(const std::vector<Tensor>& params);

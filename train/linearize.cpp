@@ -174,7 +174,7 @@ TransferReport attention_transfer(const LinearizeOptions& lo, const SourceRun& s
     LINEA_CHECK(std::isfinite(loss), kOp, "the attention-transfer loss became ", loss, " at step ", step + 1,
                 "; try a lower --transfer-lr");
     backward(total);
-    const ClipResult clip = o.clip > 0 ? clip_grad_norm(params, o.clip) : ClipResult{grad_norm(params), true, false};
+    const ClipResult clip = clip_by_norm(params, o.clip, grad_norm(params));
     LINEA_CHECK(std::isfinite(clip.norm), kOp, "the gradient norm became ", clip.norm, " at step ", step + 1,
                 "; try a lower --transfer-lr");
     optimizer->step();

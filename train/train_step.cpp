@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "autograd/ops.h"
+
 namespace linea::train {
 
 namespace {
@@ -22,17 +24,28 @@ StepResult train_step(nn::LanguageModel& model, Optimizer& optimizer, const std:
   StepResult r;
   optimizer.zero_grad();
   const double scale = 1.0 / static_cast<double>(micro_batches.size());
+  std::vector<Tensor> params;
+  Tensor norm_squared;  // the gradients' norm squared, queued behind the last backward (alone)
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const Batch& b = micro_batches[i];
-    const Tensor loss = model.loss(to(b.inputs, device), to(b.targets, device));
-    // The backward is queued before the loss is read: reading it waits for the forward, and the
-    // host would then queue the backward's first kernels onto an idle GPU. A non-finite loss
-    // makes non-finite gradients, which no optimizer step takes (below).
-    const Tensor scaled = micro_batches.size() > 1 ? loss * scale : loss;
     const bool last = i + 1 == micro_batches.size();
-    if (parallel && last) backward(scaled, Tensor(), false, parallel->gradients.hook());
-    else backward(scaled);
-    const double value = loss.item();
+    Tensor loss_value;
+    {
+      const Tensor loss = model.loss(to(b.inputs, device), to(b.targets, device));
+      // The backward is queued before the loss is read: reading it waits for the forward, and the
+      // host would then queue the backward's first kernels onto an idle GPU. A non-finite loss
+      // makes non-finite gradients, which no optimizer step takes (below).
+      const Tensor scaled = micro_batches.size() > 1 ? loss * scale : loss;
+      if (parallel && last) backward(scaled, Tensor(), false, parallel->gradients.hook());
+      else backward(scaled);
+      loss_value = detach(loss);
+    }  // The graph's nodes go here, while the device runs the backward (a tenth of a millisecond of host time).
+    if (last) {
+      params = model.parameters();
+      // Queued before the loss is read, so that one wait for the device serves both.
+      if (!parallel) norm_squared = grad_norm_squared(params);
+    }
+    const double value = loss_value.item();
     r.loss += value * scale;
     if (!std::isfinite(value)) {
       r.loss_finite = false;
@@ -46,9 +59,9 @@ StepResult train_step(nn::LanguageModel& model, Optimizer& optimizer, const std:
     agree(*parallel, r);
     if (!r.loss_finite) return r;
   }
-  const std::vector<Tensor> params = model.parameters();
-  r.clip = clip > 0 ? clip_grad_norm(params, clip) : ClipResult{grad_norm(params), true, false};
-  r.clip.finite = r.clip.finite && std::isfinite(r.clip.norm);
+  if (params.empty()) params = model.parameters();  // no micro-batches
+  const double norm = norm_squared.defined() ? std::sqrt(norm_squared.item()) : grad_norm(params);
+  r.clip = clip_by_norm(params, clip, norm);
   if (r.clip.finite) optimizer.step();
   return r;
 }

@@ -309,6 +309,11 @@ TEST(ModuleTree, HierarchicalNames) {
   EXPECT_EQ(names.size(), 1u + 4u * 7u);
   EXPECT_EQ(m.named_parameters().front().name, "embed.weight");
   EXPECT_EQ(m.num_parameters(), 11 * 4 + 4 * (4 + 3 * (4 * 6) + 2 * 6 + 4));
+  // parameters() skips the names but keeps their order.
+  const std::vector<NamedParameter> named = m.named_parameters();
+  const std::vector<Tensor> plain = m.parameters();
+  ASSERT_EQ(plain.size(), named.size());
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(plain[i].impl_ptr(), named[i].tensor.impl_ptr()) << named[i].name;
 }
 
 TEST(ModuleTree, StateDictRoundTripsIntoAFreshModule) {

@@ -73,6 +73,22 @@ TEST(ClipGradNorm, ReportsNonFiniteAndTouchesNothing) {
   }
 }
 
+// What a training step uses: the squared norm queued and read later, then clipping by a norm
+// already known; max_norm <= 0 only reports.
+TEST(ClipByNorm, ClipsByAGivenNormOrOnlyReports) {
+  const std::vector<Tensor> params = {param_with_grad({3, 4}, {2}), param_with_grad({0, 12}, {1, 2})};
+  EXPECT_DOUBLE_EQ(grad_norm_squared(params).item(), 169.0);
+  EXPECT_FALSE(grad_norm_squared({zeros({3}).requires_grad_(true)}).defined());
+  const ClipResult reported = clip_by_norm(params, 0.0, 13.0);
+  EXPECT_FALSE(reported.clipped);
+  EXPECT_TRUE(reported.finite);
+  EXPECT_EQ(params[0].grad().to_vector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_FALSE(clip_by_norm(params, -1.0, std::numeric_limits<double>::quiet_NaN()).finite);
+  const ClipResult clipped = clip_by_norm(params, 6.5, 13.0);
+  EXPECT_TRUE(clipped.clipped);
+  EXPECT_TRUE(linea::testing::all_close(params[0].grad(), tensor({1.5, 2.0}, {2}), 1e-6));
+}
+
 TEST(GradsFinite, TrueForFiniteOrMissingGradients) {
   EXPECT_TRUE(grads_finite({param_with_grad({1e38, -1e38}, {2}), zeros({2}).requires_grad_(true)}));
   EXPECT_TRUE(grads_finite({}));
