@@ -144,6 +144,16 @@ __device__ __forceinline__ void store_rows(T* base, int64_t stride, int64_t row0
   store_rows<L>(base, stride, row0, n_rows, dh, acc, factors, rg, cg);
 }
 
+// f(i, j) for every element of a thread's RM x CN register tile (its rows rg*RM + i, its columns
+// cg + C*j), unrolled.
+template <int RM, int CN, class F>
+__device__ __forceinline__ void for_tile(F&& f) {
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < CN; ++j) f(i, j);
+}
+
 template <class T, int D, int BQ, int BK, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(ForwardTensors<T> a, AttentionShape s, T scale) {
@@ -173,10 +183,7 @@ __global__ void __launch_bounds__(kThreads)
     load_key_tile<BK, D, kThreads>(sK, sV, a, t.b, kvh, k0, s);  // also frees sP
 
     T sc[RM][CN];
-#pragma unroll
-    for (int i = 0; i < RM; ++i)
-#pragma unroll
-      for (int j = 0; j < CN; ++j) sc[i][j] = 0;
+    for_tile<RM, CN>([&](int i, int j) { sc[i][j] = 0; });
 #pragma unroll 4
     for (int d = 0; d < D; ++d) {
       T qd[RM];
@@ -235,10 +242,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int RM, int CN, int C, int D, int LD>
 __device__ __forceinline__ void paired_tile_products(const T* r1, const T* r2, const T* c1, const T* c2, int rg,
                                                      int cg, T (&acc1)[RM][CN], T (&acc2)[RM][CN]) {
-#pragma unroll
-  for (int i = 0; i < RM; ++i)
-#pragma unroll
-    for (int j = 0; j < CN; ++j) acc1[i][j] = acc2[i][j] = 0;
+  for_tile<RM, CN>([&](int i, int j) { acc1[i][j] = acc2[i][j] = 0; });
 #pragma unroll 2
   for (int d = 0; d < D; ++d) {
     T a1[RM], a2[RM];
@@ -323,22 +327,16 @@ __global__ void __launch_bounds__(kThreads)
       // Transposed tiles: st = k.q (scores), dpt = v.do, rows = keys, columns = queries.
       T st[RM][CN], dpt[RM][CN];
       paired_tile_products<T, RM, CN, C, D, LD>(sK, sV, sQ, sdO, rg, cg, st, dpt);
-#pragma unroll
-      for (int i = 0; i < RM; ++i)
-#pragma unroll
-        for (int j = 0; j < CN; ++j) {
-          const int col = cg + C * j;
-          const T p = recomputed_p(st[i][j], scale, sLse[col], q0 + col, k0 + rg * RM + i, s);
-          dpt[i][j] = p * (dpt[i][j] - sDelta[col]);  // ds
-          sT[(rg * RM + i) * LS + col] = p;
-        }
+      for_tile<RM, CN>([&](int i, int j) {
+        const int col = cg + C * j;
+        const T p = recomputed_p(st[i][j], scale, sLse[col], q0 + col, k0 + rg * RM + i, s);
+        dpt[i][j] = p * (dpt[i][j] - sDelta[col]);  // ds
+        sT[(rg * RM + i) * LS + col] = p;
+      });
       __syncthreads();
       accumulate_tile_product<L>(dv_acc, sT, sdO, rg, cg);  // dv += p^T do
       __syncthreads();
-#pragma unroll
-      for (int i = 0; i < RM; ++i)
-#pragma unroll
-        for (int j = 0; j < CN; ++j) sT[(rg * RM + i) * LS + cg + C * j] = dpt[i][j];
+      for_tile<RM, CN>([&](int i, int j) { sT[(rg * RM + i) * LS + cg + C * j] = dpt[i][j]; });
       __syncthreads();
       accumulate_tile_product<L>(dk_acc, sT, sQ, rg, cg);  // dk += ds^T q (times scale, at the end)
     }
@@ -377,14 +375,11 @@ __global__ void __launch_bounds__(kThreads)
 
     T sc[RM][CN], dp[RM][CN];
     paired_tile_products<T, RM, CN, C, D, LD>(sQ, sdO, sK, sV, rg, cg, sc, dp);
-#pragma unroll
-    for (int i = 0; i < RM; ++i)
-#pragma unroll
-      for (int j = 0; j < CN; ++j) {
-        const int col = cg + C * j;
-        const T p = recomputed_p(sc[i][j], scale, row_lse[i], t.q0 + rg * RM + i, k0 + col, s);
-        sS[(rg * RM + i) * LS + col] = p * (dp[i][j] - row_delta[i]);  // ds
-      }
+    for_tile<RM, CN>([&](int i, int j) {
+      const int col = cg + C * j;
+      const T p = recomputed_p(sc[i][j], scale, row_lse[i], t.q0 + rg * RM + i, k0 + col, s);
+      sS[(rg * RM + i) * LS + col] = p * (dp[i][j] - row_delta[i]);  // ds
+    });
     __syncthreads();
     accumulate_tile_product<L>(dq_acc, sS, sK, rg, cg);  // dq += ds k (times scale, at the end)
   }
