@@ -434,8 +434,12 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
 // blocks [half, 2 half) (backward only) the backward one from dfinal, storing the gradient after
 // chunk n in slot n of `dstates` and dL/dS_0 in dinitial. Block b of the grid is block b + first
 // of that numbering (first = half: the backward scan alone, the states being known). A block holds a quarter of one
-// sub-problem's state tile, 4 elements per thread; the next chunk's update and decays are loaded
-// before the current one is applied, so the loop waits on memory once per chunk.
+// sub-problem's state tile, 4 elements per thread. Only h depends on the chunk before: the
+// updates and decays of the next kScanAhead chunks are in flight while the current one is
+// applied, so the loop waits on memory once per kScanAhead chunks. (With one chunk ahead it waited
+// once per chunk: at T = 16k, 256 chunks, 215 us a scan on an H200, for 0.5 GB of traffic.)
+constexpr int kScanAhead = 4;
+
 template <class T>
 __global__ void __launch_bounds__(kScanThreads) state_scan_kernel(ScanArgs<T> a, int64_t half, int64_t first) {
   constexpr int E = kWidth * kWidth / (kScanBlocks * kScanThreads);  // elements per thread
@@ -454,26 +458,37 @@ __global__ void __launch_bounds__(kScanThreads) state_scan_kernel(ScanArgs<T> a,
   const T* updates = backward ? a.dupdates : a.updates;
   const int64_t slots = backward ? a.chunks : a.chunks + 1;
   auto chunk_at = [&](int64_t step) { return backward ? a.chunks - 1 - step : step; };
-  T next_update[E], next_ev[E], next_ek[E];
-  auto fetch = [&](int64_t n) {
+  // Ring slot r holds the loads of steps r, r + kScanAhead, ...
+  T ahead_update[kScanAhead][E], ahead_ev[kScanAhead][E], ahead_ek[kScanAhead][E];
+  auto fetch = [&](int r, int64_t step) {
+    const int64_t n = chunk_at(step);
     const T* u = update_tile(const_cast<T*>(updates), a, where, n);
     const T* d = chunk_decays(a.decays, a, where, n);
+#pragma unroll
     for (int x = 0; x < E; ++x) {
-      next_update[x] = __ldg(u + elements[x]);
-      next_ev[x] = __ldg(d + elements[x] / kWidth);
-      next_ek[x] = __ldg(d + kWidth + elements[x] % kWidth);
+      ahead_update[r][x] = __ldg(u + elements[x]);
+      ahead_ev[r][x] = __ldg(d + elements[x] / kWidth);
+      ahead_ek[r][x] = __ldg(d + kWidth + elements[x] % kWidth);
     }
   };
-  fetch(chunk_at(0));
-  for (int64_t step = 0; step < a.chunks; ++step) {
-    const int64_t n = chunk_at(step);
-    T* tile = state_tile(out, a, where, slots, n);
-    T update[E], ev[E], ek[E];
-    for (int x = 0; x < E; ++x) update[x] = next_update[x], ev[x] = next_ev[x], ek[x] = next_ek[x];
-    if (step + 1 < a.chunks) fetch(chunk_at(step + 1));
-    for (int x = 0; x < E; ++x) {
-      tile[elements[x]] = h[x];
-      h[x] = h[x] * ev[x] * ek[x] + update[x];
+#pragma unroll
+  for (int r = 0; r < kScanAhead; ++r)
+    if (r < a.chunks) fetch(r, r);
+  for (int64_t base = 0; base < a.chunks; base += kScanAhead) {
+#pragma unroll
+    for (int r = 0; r < kScanAhead; ++r) {
+      const int64_t step = base + r;
+      if (step >= a.chunks) break;
+      T* tile = state_tile(out, a, where, slots, chunk_at(step));
+      T update[E], ev[E], ek[E];
+#pragma unroll
+      for (int x = 0; x < E; ++x) update[x] = ahead_update[r][x], ev[x] = ahead_ev[r][x], ek[x] = ahead_ek[r][x];
+      if (step + kScanAhead < a.chunks) fetch(r, step + kScanAhead);
+#pragma unroll
+      for (int x = 0; x < E; ++x) {
+        tile[elements[x]] = h[x];
+        h[x] = h[x] * ev[x] * ek[x] + update[x];
+      }
     }
   }
   T* final_out = backward ? a.dinitial : a.final_state;
