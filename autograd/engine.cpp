@@ -82,6 +82,24 @@ void check_gradient(const Tensor& g, const autograd::Edge& e, const Node& from) 
 
 // Runs the graph under `root` with `root_grad`. With `captures` non-null, stops at those nodes
 // and records the gradient arriving at each instead of accumulating into leaves.
+// For each of node's inputs, the gradient its other consumers have already sent (undefined where
+// none has, or where the node reaches the same tensor through two edges: an addition into one
+// would then be the other's too). Node::apply_adding may add them into its own.
+std::vector<Tensor> waiting_gradients(const Node& node, std::unordered_map<Node*, Gradients>& buffers) {
+  std::vector<Tensor> waiting(node.edges.size());
+  for (size_t i = 0; i < node.edges.size(); ++i) {
+    const autograd::Edge& e = node.edges[i];
+    if (!e.node) continue;
+    bool shared = false;
+    for (size_t j = 0; j < node.edges.size(); ++j)
+      shared = shared || (j != i && node.edges[j].node == e.node && node.edges[j].output == e.output);
+    const auto slots = buffers.find(e.node.get());
+    if (shared || slots == buffers.end() || slots->second.empty()) continue;
+    waiting[i] = slots->second[static_cast<size_t>(e.output)];
+  }
+  return waiting;
+}
+
 void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_graph,
                   std::unordered_map<Node*, Gradients>* captures, const GradAccumulatedHook& on_grad_accumulated) {
   LINEA_CHECK(output.defined(), "backward", "called on an undefined tensor");
@@ -125,8 +143,14 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
     // are never touched.
     const bool skip = captures && !feeds_into(*node, useful);
     std::vector<Tensor> input_grads;
+    std::vector<bool> took;  // took[i]: input_grads[i] already holds what was waiting for input i
     if (any && !skip) {
-      input_grads = node->apply_outputs(g);
+      std::vector<Tensor> waiting = waiting_gradients(*node, buffers);
+      std::vector<bool> offered(waiting.size());
+      for (size_t i = 0; i < waiting.size(); ++i) offered[i] = waiting[i].defined();
+      input_grads = node->apply_adding(g, waiting);
+      took.resize(waiting.size());
+      for (size_t i = 0; i < waiting.size(); ++i) took[i] = offered[i] && !waiting[i].defined();
       if (on_grad_accumulated)
         if (const auto* accumulate = dynamic_cast<const autograd::AccumulateGrad*>(node))
           on_grad_accumulated(accumulate->leaf());
@@ -140,7 +164,7 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
         Gradients& slots = buffers[next];
         if (slots.empty()) slots.resize(static_cast<size_t>(next->outputs()));
         Tensor& slot = slots[static_cast<size_t>(e.output)];
-        if (!slot.defined()) {
+        if (!slot.defined() || (i < took.size() && took[i])) {
           slot = input_grads[i];
         } else {
           Tensor sum = empty(slot.shape(), slot.dtype(), slot.device());

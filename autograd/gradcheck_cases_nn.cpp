@@ -112,6 +112,16 @@ void add_norm_cases(Table& table) {
       return rms_norm(xv, w, eps);
     });
   }
+  // A pre-norm block's residual stream: x feeds the norm and an addition made after it, whose
+  // gradient for x is waiting when the norm's backward runs and is added in there
+  // (autograd/node.h: record_adding). With the addition made first, the norm runs first and the
+  // engine adds the two.
+  add(table, "rms_norm/residual_stream", inputs({{4, 6}, {6}}),
+      [](Xs x) { return rms_norm(x[0], x[1], 1e-5) * 2.0 + x[0]; });
+  add(table, "layer_norm/residual_stream", inputs({{4, 6}, {6}, {6}}),
+      [](Xs x) { return layer_norm(x[0], x[1], x[2], 1e-5) + x[0] * 0.5; });
+  add(table, "layer_norm/residual_stream_made_first", inputs({{4, 6}, {6}, {6}}),
+      [](Xs x) { return x[0] * 0.5 + layer_norm(x[0], x[1], x[2], 1e-5); });
 }
 
 void add_fused_linear_cases(Table& table) {

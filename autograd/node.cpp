@@ -53,6 +53,18 @@ Grads FunctionNode::apply(const Tensor& grad_output) {
   return fn_(grad_output);
 }
 
+Grads AddingNode::apply(const Tensor& grad_output) {
+  std::vector<Tensor> none(edges.size());
+  return apply_adding({grad_output}, none);
+}
+
+Grads AddingNode::apply_adding(const std::vector<Tensor>& grad_outputs, std::vector<Tensor>& waiting) {
+  LINEA_CHECK(fn_ != nullptr, "backward",
+              "trying to backward through the graph a second time (at ", name(),
+              "): its saved tensors were freed; pass retain_graph = true to the first backward");
+  return fn_(grad_outputs[0], waiting);
+}
+
 Grads MultiOutputNode::apply(const Tensor& grad_output) {
   std::vector<Tensor> grads(static_cast<size_t>(outputs_));
   grads[0] = grad_output;
@@ -121,12 +133,26 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 
 bool needs_grad(std::initializer_list<Tensor> inputs) { return needs_grad(std::vector<Tensor>(inputs)); }
 
-Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn) {
+namespace {
+
+// A node of type N with backward fn over inputs, made output's grad_fn (if any input needs grad).
+template <class N, class Fn>
+Tensor record_node(const char* name, const std::vector<Tensor>& inputs, Tensor output, Fn fn) {
   if (!needs_grad(inputs)) return output;
-  auto node = make_node<FunctionNode>(name, std::move(fn));
+  auto node = make_node<N>(name, std::move(fn));
   connect(*node, inputs);
   make_output(output, std::move(node), 0);
   return output;
+}
+
+}  // namespace
+
+Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn) {
+  return record_node<FunctionNode>(name, inputs, std::move(output), std::move(fn));
+}
+
+Tensor record_adding(const char* name, const std::vector<Tensor>& inputs, Tensor output, AddingBackwardFn fn) {
+  return record_node<AddingNode>(name, inputs, std::move(output), std::move(fn));
 }
 
 std::vector<Tensor> record_outputs(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,

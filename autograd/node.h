@@ -44,6 +44,15 @@ class Node {
   // (undefined where none arrived; the engine calls this one). One output: apply.
   virtual int outputs() const { return 1; }
   virtual std::vector<Tensor> apply_outputs(const std::vector<Tensor>& grad_outputs) { return apply(grad_outputs[0]); }
+  // What the engine calls. waiting[i] is the gradient already gathered for input i from the
+  // input's other consumers (undefined: none yet). A node may add it into its own gradient for
+  // that input in the same pass and then clear waiting[i]: the engine takes the result as the
+  // whole gradient instead of adding the two (a norm's backward does, for a pre-norm block's
+  // residual stream: record_adding). By default none is taken.
+  virtual std::vector<Tensor> apply_adding(const std::vector<Tensor>& grad_outputs, std::vector<Tensor>& waiting) {
+    (void)waiting;
+    return apply_outputs(grad_outputs);
+  }
   // Frees what backward saved; called after backward unless the graph is retained.
   virtual void release() {}
   virtual bool released() const { return false; }
@@ -99,6 +108,21 @@ class FunctionNode final : public Node {
   BackwardFn fn_;
 };
 
+// The node of an op whose backward can add the gradients already waiting for its inputs into its
+// own (record_adding; Node::apply_adding).
+using AddingBackwardFn = std::function<Grads(const Tensor& grad_output, std::vector<Tensor>& waiting)>;
+class AddingNode final : public Node {
+ public:
+  AddingNode(std::string name, AddingBackwardFn fn) : Node(std::move(name)), fn_(std::move(fn)) {}
+  Grads apply(const Tensor& grad_output) override;
+  Grads apply_adding(const std::vector<Tensor>& grad_outputs, std::vector<Tensor>& waiting) override;
+  void release() override { fn_ = nullptr; }
+  bool released() const override { return !fn_; }
+
+ private:
+  AddingBackwardFn fn_;
+};
+
 // The node of a multi-output op (record_outputs).
 using MultiBackwardFn = std::function<Grads(const std::vector<Tensor>& grad_outputs)>;
 class MultiOutputNode final : public Node {
@@ -144,5 +168,8 @@ Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output
 // gradient in order (undefined where none arrived). Returns the outputs.
 std::vector<Tensor> record_outputs(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
                                    MultiBackwardFn fn);
+// record() for an op whose backward may add the gradients waiting for its inputs into its own
+// (AddingNode).
+Tensor record_adding(const char* name, const std::vector<Tensor>& inputs, Tensor output, AddingBackwardFn fn);
 
 }  // namespace linea::autograd

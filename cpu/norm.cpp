@@ -82,7 +82,7 @@ void CpuBackend::layer_norm(const Tensor& x_, const Tensor& weight, const Tensor
 
 void CpuBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight, const Tensor& mean,
                                      const Tensor& rstd, const Tensor& dy_, const Tensor& dx,
-                                     const Tensor& dweight, const Tensor& dbias) const {
+                                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx_add) const {
   const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
   const auto [rows, cols] = rows_cols(x.shape());
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
@@ -112,6 +112,7 @@ void CpuBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight, con
     backward_rows<T>(x.data<T>(), dy.data<T>(), rows, cols, row_fn,
                      {data_or_null<T>(dweight), data_or_null<T>(dbias)});
   });
+  if (dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
 
 void CpuBackend::rms_norm(const Tensor& x_, const Tensor& weight, double eps, const Tensor& y,
@@ -136,7 +137,8 @@ void CpuBackend::rms_norm(const Tensor& x_, const Tensor& weight, double eps, co
 }
 
 void CpuBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight, const Tensor& rstd,
-                                   const Tensor& dy_, const Tensor& dx, const Tensor& dweight) const {
+                                   const Tensor& dy_, const Tensor& dx, const Tensor& dweight,
+                                   const Tensor& dx_add) const {
   const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
   const auto [rows, cols] = rows_cols(x.shape());
   dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
@@ -158,6 +160,7 @@ void CpuBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight, const
     };
     backward_rows<T>(x.data<T>(), dy.data<T>(), rows, cols, row_fn, {data_or_null<T>(dweight)});
   });
+  if (dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
 
 }  // namespace linea::cpu

@@ -10,6 +10,7 @@ namespace linea::ops_detail {
 
 using autograd::Grads;
 using autograd::record;
+using autograd::record_adding;
 using autograd::record_outputs;
 using autograd::SavedTensor;
 

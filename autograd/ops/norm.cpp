@@ -1,5 +1,9 @@
 // LayerNorm and RMSNorm over the last dim, with fused forward and backward kernels that save the
-// per-row statistics.
+// per-row statistics. x's gradient from its other consumers, when the engine has it already (in a
+// pre-norm block x is also the residual stream's), goes into the backward kernel and is added to
+// dx in the same pass (autograd/node.h: record_adding), instead of in an addition of its own.
+#include <utility>
+
 #include "autograd/ops/common.h"
 
 namespace linea {
@@ -28,16 +32,18 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   Tensor mean = empty(rows_of(x), x.dtype(), x.device()), rstd = empty(rows_of(x), x.dtype(), x.device());
   backend_for(x).layer_norm(x, weight, bias, eps, y, mean, rstd);
-  return record("layer_norm", {x, weight, bias}, y,
-                [xs = SavedTensor(x), ws = SavedTensor(weight), ms = SavedTensor(mean), rs = SavedTensor(rstd),
-                 has_w = weight.defined(), has_b = bias.defined()](const Tensor& gy) -> Grads {
-                  const Tensor x = xs.get();
-                  Tensor gx = empty(x.shape(), x.dtype(), x.device());
-                  Tensor gw = has_w ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
-                  Tensor gb = has_b ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
-                  backend_for(x).layer_norm_backward(x, ws.get(), ms.get(), rs.get(), gy, gx, gw, gb);
-                  return {gx, gw, gb};
-                });
+  return record_adding(
+      "layer_norm", {x, weight, bias}, y,
+      [xs = SavedTensor(x), ws = SavedTensor(weight), ms = SavedTensor(mean), rs = SavedTensor(rstd),
+       has_w = weight.defined(), has_b = bias.defined()](const Tensor& gy, std::vector<Tensor>& waiting) -> Grads {
+        const Tensor x = xs.get();
+        Tensor gx = empty(x.shape(), x.dtype(), x.device());
+        Tensor gw = has_w ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
+        Tensor gb = has_b ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
+        const Tensor also = std::exchange(waiting[0], {});  // x's gradient from its other consumers
+        backend_for(x).layer_norm_backward(x, ws.get(), ms.get(), rs.get(), gy, gx, gw, gb, also);
+        return {gx, gw, gb};
+      });
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
@@ -48,15 +54,16 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   Tensor rstd = empty(rows_of(x), x.dtype(), x.device());
   backend_for(x).rms_norm(x, weight, eps, y, rstd);
-  return record("rms_norm", {x, weight}, y,
-                [xs = SavedTensor(x), ws = SavedTensor(weight), rs = SavedTensor(rstd),
-                 has_w = weight.defined()](const Tensor& gy) -> Grads {
-                  const Tensor x = xs.get();
-                  Tensor gx = empty(x.shape(), x.dtype(), x.device());
-                  Tensor gw = has_w ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
-                  backend_for(x).rms_norm_backward(x, ws.get(), rs.get(), gy, gx, gw);
-                  return {gx, gw};
-                });
+  return record_adding("rms_norm", {x, weight}, y,
+                       [xs = SavedTensor(x), ws = SavedTensor(weight), rs = SavedTensor(rstd),
+                        has_w = weight.defined()](const Tensor& gy, std::vector<Tensor>& waiting) -> Grads {
+                         const Tensor x = xs.get();
+                         Tensor gx = empty(x.shape(), x.dtype(), x.device());
+                         Tensor gw = has_w ? empty({x.size(-1)}, x.dtype(), x.device()) : Tensor();
+                         const Tensor also = std::exchange(waiting[0], {});  // from x's other consumers
+                         backend_for(x).rms_norm_backward(x, ws.get(), rs.get(), gy, gx, gw, also);
+                         return {gx, gw};
+                       });
 }
 
 }  // namespace linea

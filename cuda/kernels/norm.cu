@@ -210,14 +210,17 @@ bool packed_forward(int device, cudaStream_t stream, const Tensor& x, const Tens
   return true;
 }
 
+// dx_add: added to dx in the kernel (undefined: nothing); its rows must be contiguous and start on
+// 16 bytes like the others'.
 template <class T, bool kRms>
 bool packed_backward(int device, cudaStream_t stream, const Tensor& x, const Tensor& weight, const Tensor& mean,
                      const Tensor& rstd, const Tensor& dy, const Tensor& dx, const Tensor& dweight,
-                     const Tensor& dbias) {
+                     const Tensor& dbias, const Tensor& dx_add) {
   const RowsCols rc = rows_cols(x.shape());
   const int packs = norm_packed::packs_per_lane<T>(
-      rc.cols, {x.raw_data(), dy.raw_data(), dx.raw_data(), weight.defined() ? weight.raw_data() : nullptr});
-  if (packs == 0 || !dx.is_contiguous()) return false;
+      rc.cols, {x.raw_data(), dy.raw_data(), dx.raw_data(), weight.defined() ? weight.raw_data() : nullptr,
+                dx_add.defined() ? dx_add.raw_data() : nullptr});
+  if (packs == 0 || !dx.is_contiguous() || (dx_add.defined() && !dx_add.is_contiguous())) return false;
   const char* op = kRms ? "rms_norm_backward" : "layer_norm_backward";
   // Chunks of at least 32 rows (four per warp), at most 1024 of them.
   const int64_t rows_per_chunk = ceil_div(rc.rows, std::max<int64_t>(1, std::min<int64_t>(1024, rc.rows / 32)));
@@ -231,7 +234,8 @@ bool packed_backward(int device, cudaStream_t stream, const Tensor& x, const Ten
     norm_packed::norm_backward_kernel<T, kPacks, kRms>
         <<<static_cast<unsigned>(chunks), 32 * norm_packed::kNormWarps, shared, stream>>>(
             x.data<T>(), data_or_null<T>(weight), kRms ? nullptr : mean.data<T>(), rstd.data<T>(), dy.data<T>(),
-            dx.data<T>(), rc.rows, static_cast<int>(rc.cols), rows_per_chunk, partial_w, partial_b);
+            dx.data<T>(), rc.rows, static_cast<int>(rc.cols), rows_per_chunk, partial_w, partial_b,
+            data_or_null<T>(dx_add));
   });
   LINEA_CUDA_LAUNCH_CHECK(op, "x ", x.describe());
   if (sums) sum_chunks<T>(stream, partial_w, partial_b, chunks, rc.cols, dweight, dbias, op);
@@ -260,8 +264,9 @@ void CudaBackend::layer_norm(const Tensor& x_, const Tensor& weight_, const Tens
 
 void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, const Tensor& mean_,
                                       const Tensor& rstd_, const Tensor& dy_, const Tensor& dx, const Tensor& dweight,
-                                      const Tensor& dbias) const {
-  check_on_device(device_, "layer_norm_backward", {&x_, &weight_, &mean_, &rstd_, &dy_, &dx, &dweight, &dbias});
+                                      const Tensor& dbias, const Tensor& dx_add) const {
+  check_on_device(device_, "layer_norm_backward",
+                  {&x_, &weight_, &mean_, &rstd_, &dy_, &dx, &dweight, &dbias, &dx_add});
   const RowsCols rc = rows_cols(x_.shape());
   const cudaStream_t stream = use_device(device_);
   if (rc.rows == 0) {  // no rows: the parameter gradients are empty sums
@@ -271,8 +276,10 @@ void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, c
   }
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor mean = contiguous_copy(mean_), rstd = contiguous_copy(rstd_);
+  bool added = false;  // dx_add went in with the packed kernel
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
-    if (packed_backward<T, false>(device_, stream, x, weight, mean, rstd, dy, dx, dweight, dbias)) return;
+    added = packed_backward<T, false>(device_, stream, x, weight, mean, rstd, dy, dx, dweight, dbias, dx_add);
+    if (added) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       norm_backward_kernel<T, kGroup, false><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
                                                0, stream>>>(x.data<T>(), data_or_null<T>(weight), mean.data<T>(),
@@ -283,6 +290,7 @@ void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, c
     if (dweight.defined() || dbias.defined())
       norm_param_grads<T, false>(device_, stream, x, mean, rstd, dy, dweight, dbias, "layer_norm_backward");
   });
+  if (!added && dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
 
 void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, const Tensor& y,
@@ -303,8 +311,8 @@ void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, 
 }
 
 void CudaBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight_, const Tensor& rstd_, const Tensor& dy_,
-                                    const Tensor& dx, const Tensor& dweight) const {
-  check_on_device(device_, "rms_norm_backward", {&x_, &weight_, &rstd_, &dy_, &dx, &dweight});
+                                    const Tensor& dx, const Tensor& dweight, const Tensor& dx_add) const {
+  check_on_device(device_, "rms_norm_backward", {&x_, &weight_, &rstd_, &dy_, &dx, &dweight, &dx_add});
   const RowsCols rc = rows_cols(x_.shape());
   const cudaStream_t stream = use_device(device_);
   if (rc.rows == 0) {
@@ -313,8 +321,11 @@ void CudaBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight_, con
   }
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor rstd = contiguous_copy(rstd_);
+  bool added = false;  // dx_add went in with the packed kernel
   dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
-    if (packed_backward<T, true>(device_, stream, x, weight, Tensor(), rstd, dy, dx, dweight, Tensor())) return;
+    added =
+        packed_backward<T, true>(device_, stream, x, weight, Tensor(), rstd, dy, dx, dweight, Tensor(), dx_add);
+    if (added) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
       norm_backward_kernel<T, kGroup, true><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
                                               0, stream>>>(x.data<T>(), data_or_null<T>(weight), nullptr,
@@ -325,6 +336,7 @@ void CudaBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight_, con
     if (dweight.defined())
       norm_param_grads<T, true>(device_, stream, x, Tensor(), rstd, dy, dweight, Tensor(), "rms_norm_backward");
   });
+  if (!added && dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
 
 }  // namespace linea::cuda

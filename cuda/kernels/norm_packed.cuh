@@ -14,6 +14,7 @@
 // only on the shape: the same bits on every run, without atomics.
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "cuda/kernels/pack.cuh"
 #include "cuda/kernels/rows.cuh"
@@ -119,6 +120,14 @@ __global__ void __launch_bounds__(32 * kNormWarps)
   }
 }
 
+// a + b rounded once and never fused with the product that made a: the bits of the separate
+// addition of two gradients it replaces.
+template <class T>
+__device__ __forceinline__ T add_rounded(T a, T b) {
+  if constexpr (std::is_same_v<T, double>) return __dadd_rn(a, b);
+  else return __fadd_rn(a, b);
+}
+
 // Adds the block's warps' per-column sums (lane packs `acc`) in warp order into out[0..cols).
 // `scratch` holds kNormWarps x cols elements. Every thread of the block must call it.
 template <class T, int kPacks>
@@ -140,11 +149,12 @@ __device__ void add_warps_in_order(const LaneRow<T, kPacks>& acc, T* scratch, in
 //   LayerNorm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat));  RMSNorm: no mean(g).
 // partial_w[chunk * cols + c] = sum over the chunk's rows of dy * xhat, partial_b the same of dy
 // (either may be null; RMSNorm has no bias). Dynamic shared memory: kNormWarps * cols elements
-// when either is wanted.
+// when either is wanted. dx_add (may be null, else rows like dx): added to dx, x's gradient from
+// its other consumers.
 template <class T, int kPacks, bool kRms>
 __global__ void __launch_bounds__(32 * kNormWarps)
     norm_backward_kernel(const T* x, const T* w, const T* mean, const T* rstd, const T* dy, T* dx, int64_t rows,
-                         int cols, int64_t rows_per_chunk, T* partial_w, T* partial_b) {
+                         int cols, int64_t rows_per_chunk, T* partial_w, T* partial_b, const T* dx_add) {
   using Row = LaneRow<T, kPacks>;
   constexpr int V = Row::V;
   const int packs = cols / V;
@@ -179,6 +189,13 @@ __global__ void __launch_bounds__(32 * kNormWarps)
     for (int k = 0; k < kPacks; ++k)
 #pragma unroll
       for (int e = 0; e < V; ++e) gr.p[k].v[e] = rs * (gr.p[k].v[e] - mean_g - xr.p[k].v[e] * mean_gx);
+    if (dx_add) {
+      xr.load(dx_add + r * cols, packs);  // x is done with
+#pragma unroll
+      for (int k = 0; k < kPacks; ++k)
+#pragma unroll
+        for (int e = 0; e < V; ++e) gr.p[k].v[e] = add_rounded(gr.p[k].v[e], xr.p[k].v[e]);
+    }
     gr.store(dx + r * cols, packs);
   }
   if (!partial_w && !partial_b) return;  // uniform across the block

@@ -33,6 +33,21 @@ size_t occurrences(const std::string& text, const std::string& part) {
   return n;
 }
 
+// A norm whose input has another consumer made after it finds that consumer's gradient waiting
+// and adds it in its own backward (Node::apply_adding); the engine then does not add it again.
+// The result is the sum the engine makes when the other consumer comes first, bit for bit.
+TEST(Engine, ANormAddsTheGradientWaitingForItsInput) {
+  const Tensor x = leaf({5, 7}), w = leaf({7});
+  const Tensor u = randn({5, 7}, kFloat64), v = randn({5, 7}, kFloat64);
+  const std::vector<Tensor> norm_first = grad(sum(rms_norm(x, w) * u + x * v), {x, w});
+  const std::vector<Tensor> other_first = grad(sum(x * v + rms_norm(x, w) * u), {x, w});
+  EXPECT_EQ(norm_first[0].to_vector<double>(), other_first[0].to_vector<double>());
+  EXPECT_EQ(norm_first[1].to_vector<double>(), other_first[1].to_vector<double>());
+  // And it is the norm's gradient plus v.
+  const Tensor through_norm = grad(sum(rms_norm(x, w) * u), {x})[0];
+  EXPECT_TRUE(all_close(norm_first[0], through_norm + v, 1e-14, 1e-14));
+}
+
 TEST(Engine, GradAccumulatesOverBackwardCalls) {
   Tensor x = leaf({3});
   const Tensor w = randn({3}, kFloat64);

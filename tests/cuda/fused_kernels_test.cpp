@@ -286,6 +286,23 @@ TEST(CudaFusedKernels, NormsOfStridedInput) {
   }
 }
 
+// x feeds the norm and a later addition (a pre-norm block's residual stream): the norm's backward
+// adds the addition's gradient for x in its own pass, in the packed kernel (512, 1024 float32 wide)
+// or after the element-per-lane one (33 wide).
+TEST(CudaFusedKernels, NormsAddTheResidualStreamsGradient) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : kDtypes)
+    for (int64_t cols : {512, 1024, 33}) {
+      const std::vector<Tensor> inputs = {random_normal({70, cols}, dtype, 33), random_normal({cols}, dtype, 34),
+                                          random_normal({cols}, dtype, 35)};
+      expect_device_parity([](const std::vector<Tensor>& x) { return rms_norm(x[0], x[1]) * 1.5 + x[0]; },
+                           {inputs[0], inputs[1]}, fused_tolerance(dtype), label("rms_norm + x", dtype, {70, cols}));
+      expect_device_parity(
+          [](const std::vector<Tensor>& x) { return layer_norm(x[0], x[1], x[2]) - x[0] * 0.25; }, inputs,
+          fused_tolerance(dtype), label("layer_norm - x / 4", dtype, {70, cols}));
+    }
+}
+
 TEST(CudaFusedKernels, NormsMatchCompositeOnGpu) {
   LINEA_SKIP_WITHOUT_CUDA();
   for (DType dtype : kDtypes) {
