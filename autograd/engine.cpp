@@ -80,12 +80,10 @@ void check_gradient(const Tensor& g, const autograd::Edge& e, const Node& from) 
               dtype_name(e.dtype), shape_str(e.shape), " on ", e.device.str());
 }
 
-// Runs the graph under `root` with `root_grad`. With `captures` non-null, stops at those nodes
-// and records the gradient arriving at each instead of accumulating into leaves.
 // For each of node's inputs, the gradient its other consumers have already sent (undefined where
 // none has, or where the node reaches the same tensor through two edges: an addition into one
 // would then be the other's too). Node::apply_adding may add them into its own.
-std::vector<Tensor> waiting_gradients(const Node& node, std::unordered_map<Node*, Gradients>& buffers) {
+std::vector<Tensor> waiting_gradients(const Node& node, const std::unordered_map<Node*, Gradients>& buffers) {
   std::vector<Tensor> waiting(node.edges.size());
   for (size_t i = 0; i < node.edges.size(); ++i) {
     const autograd::Edge& e = node.edges[i];
@@ -100,6 +98,8 @@ std::vector<Tensor> waiting_gradients(const Node& node, std::unordered_map<Node*
   return waiting;
 }
 
+// Runs the graph under `root` with `root_grad`. With `captures` non-null, stops at those nodes
+// and records the gradient arriving at each instead of accumulating into leaves.
 void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_graph,
                   std::unordered_map<Node*, Gradients>* captures, const GradAccumulatedHook& on_grad_accumulated) {
   LINEA_CHECK(output.defined(), "backward", "called on an undefined tensor");

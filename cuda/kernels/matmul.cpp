@@ -71,7 +71,7 @@ struct ContractionMajor {
 };
 ContractionMajor transposed_for_tf32(const Gemm& g, const void* b, const matmul_layout::Operand& lb, int64_t rows_a,
                                      int64_t n, int64_t k, std::optional<DeviceBuffer>& scratch, int device) {
-  if (g.compute != CUBLAS_COMPUTE_32F_FAST_TF32 || lb.transposed || 8 * n * k > rows_a * k) return {b, lb};
+  if (g.compute != CUBLAS_COMPUTE_32F_FAST_TF32 || lb.transposed || 8 * n > rows_a) return {b, lb};
   scratch.emplace(sizeof(float) * static_cast<size_t>(n * k), device);
   const float one = 1.0f, zero = 0.0f;
   float* bt = scratch->as<float>();
