@@ -22,14 +22,19 @@ namespace {
 // that number is an error. Columns not yet written hold zeros, so two caches that saw the same
 // tokens hold the same values. The step's kernel (cached_attention_step) writes the new column
 // and advances `seen` on the device: the host decides nothing per token but whether to grow.
+// A prefill into an empty cache of as many columns as the prompt has tokens keeps the prompt's
+// keys and values as the projections left them (maybe strided views of buffers of exactly their
+// size), and leaves `seen` to the first step or reserve(), which lay the cache out for the step's
+// kernel (lay_out_for_steps) as they had to anyway to make room: a prompt is not copied twice.
 struct KVCache : DecodeState {
-  Tensor k, v;               // (B, KV, C, dh)
-  Tensor seen;               // (B) Int64, on the cache's device: tokens each row has seen
+  Tensor k, v;               // (B, KV, C, dh); contiguous once a step or reserve() has run
+  Tensor seen;               // (B) Int64, on the cache's device: tokens each row has seen (the
+                             // device's copy of seen_by_row()), made by the first step or reserve()
   std::vector<int64_t> lag;  // position - seen, per row (rows stacked from shorter prompts lag); empty: none
   int64_t reserved = 0;      // tokens the cache was sized for (0: it grows as needed)
   Tensor cos, sin;           // the RoPE tables the last step read, kept alive for a captured graph
   std::vector<std::pair<std::string, Tensor*>> members() override {
-    return {{"k", &k}, {"v", &v}, {"seen", &seen}};
+    return {{"k", &k}, {"v", &v}};  // not `seen`: the host's position and lag say it
   }
   int64_t token_limit() const override { return reserved; }
   bool may_grow() const override { return reserved == 0; }
@@ -70,7 +75,8 @@ Tensor in_position_order(const Tensor& buffer, int64_t seen) {
 // Keys (B, KV, n, dh) of the positions [end - n, end), in order, laid out in a fresh buffer of C
 // columns: the last min(n, C) of them, position p in column p mod C, zeros where there is none
 // (n < C: then the keys start at position 0, nothing has wrapped). Differentiable: a cat of the
-// keys' pieces.
+// keys' pieces, or the keys themselves (a view, maybe strided) when they fill the columns in
+// order.
 Tensor ring_layout(const Tensor& keys, int64_t end, int64_t columns) {
   const int64_t n = std::min(keys.size(2), columns);
   const Tensor last = narrow(keys, 2, keys.size(2) - n, n);
@@ -79,7 +85,7 @@ Tensor ring_layout(const Tensor& keys, int64_t end, int64_t columns) {
     return n == 0 ? pad : cat({last, pad}, 2);
   }
   const int64_t shift = end % columns;  // the column of the oldest position kept, end - C
-  if (shift == 0) return clone(last);
+  if (shift == 0) return last;
   return cat({narrow(last, 2, columns - shift, shift), narrow(last, 2, 0, columns - shift)}, 2);
 }
 
@@ -95,8 +101,25 @@ void resize(KVCache& cache, int64_t columns) {
   LINEA_CHECK(cache.position <= std::min(cache.capacity(), columns), "SoftmaxAttention",
               "internal: resizing a KV cache of ", cache.capacity(), " columns that has seen ", cache.position,
               " tokens to ", columns);
-  cache.k = relaid(cache.k, cache.position, columns);
-  cache.v = relaid(cache.v, cache.position, columns);
+  cache.k = contiguous(relaid(cache.k, cache.position, columns));
+  cache.v = contiguous(relaid(cache.v, cache.position, columns));
+}
+
+// The cache in `columns` contiguous columns, which the step's kernel writes in place (a prefill
+// may have left the prompt's keys as strided views, in as many columns as it had tokens), with
+// `seen` on the device.
+void lay_out_for_steps(KVCache& cache, int64_t columns) {
+  if (columns != cache.capacity() || !cache.k.is_contiguous() || !cache.v.is_contiguous()) resize(cache, columns);
+  if (!cache.seen.defined())
+    cache.seen = to(from_vector<int64_t>(cache.seen_by_row(), {cache.k.size(0)}), cache.k.device());
+}
+
+// t itself when its storage holds nothing else (the keys a projection made for this prompt), else
+// a copy: a view into a larger buffer (a windowed cache's last keys) would hold memory that grows
+// with the prompt.
+Tensor own_buffer(const Tensor& t) {
+  const auto needed = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+  return t.storage()->nbytes() == needed ? t : clone(t);
 }
 
 // Which key positions each query may see: s <= t, and s > t - window when windowed. Query rows
@@ -179,7 +202,6 @@ std::unique_ptr<DecodeState> SoftmaxAttention::init_state(int64_t batch) const {
   const Tensor& w = q_proj->weight;
   cache->k = zeros({batch, config_.kv_heads, 0, config_.head_dim}, {w.dtype(), w.device()});
   cache->v = cache->k;
-  cache->seen = zeros({batch}, {kInt64, w.device()});
   return cache;
 }
 
@@ -193,8 +215,7 @@ Tensor SoftmaxAttention::residual_step(const Tensor& x, const Norm& norm, Decode
 Tensor SoftmaxAttention::decode(const Tensor& x, DecodeState& state, const Norm* input_norm, const Tensor& residual) {
   KVCache& cache = step_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
   const int64_t tokens = cache.position + 1, batch = x.size(0), dh = config_.head_dim;
-  const int64_t columns = columns_for(cache, tokens, config_.window);
-  if (columns != cache.capacity()) resize(cache, columns);
+  lay_out_for_steps(cache, columns_for(cache, tokens, config_.window));
   // One product for q, k and v (separate ones under grad: nn/layers/stacked_projection.h); each
   // token's (heads * dh) columns are (heads, dh) as they are.
   const std::vector<Tensor> y =
@@ -269,9 +290,9 @@ Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, in
     copy_(cache.v, detach(new_v));
     fill_(cache.seen, static_cast<double>(tokens));
   } else {
-    cache.k = new_k;
-    cache.v = new_v;
-    cache.seen = full({x.size(0)}, static_cast<double>(tokens), {kInt64, x.device()});
+    cache.k = own_buffer(new_k);
+    cache.v = own_buffer(new_v);
+    cache.seen = Tensor();  // the first step makes it (lay_out_for_steps)
   }
   cache.position = tokens;
   return out;
@@ -312,8 +333,7 @@ void SoftmaxAttention::reserve(DecodeState& state, int64_t tokens) const {
   auto* cache = dynamic_cast<KVCache*>(&state);
   LINEA_CHECK(cache != nullptr, "SoftmaxAttention", "reserve needs the state made by this layer's init_state");
   LINEA_CHECK(tokens >= 1, "SoftmaxAttention", "reserve needs at least one token, got ", tokens);
-  const int64_t columns = config_.window > 0 ? std::min(config_.window, tokens) : tokens;
-  if (cache->capacity() != columns) resize(*cache, columns);
+  lay_out_for_steps(*cache, config_.window > 0 ? std::min(config_.window, tokens) : tokens);
   cache->reserved = tokens;
   if (rope_) std::tie(cache->cos, cache->sin) = rope_->tables(tokens, cache->k.dtype(), cache->k.device());
 }
