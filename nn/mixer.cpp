@@ -22,12 +22,14 @@ std::vector<std::pair<std::string, Tensor>> DecodeState::tensors() const {
   return out;
 }
 
+Tensor with_own_storage(const Tensor& t) {
+  const auto needed = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+  return t.storage()->nbytes() > needed ? clone(t) : t;
+}
+
 void own_storage(DecodeState& state) {
-  for (const auto& [name, tensor] : state.members()) {
-    if (!tensor->defined()) continue;
-    const auto needed = static_cast<size_t>(tensor->numel()) * dtype_size(tensor->dtype());
-    if (tensor->storage()->nbytes() > needed) *tensor = clone(*tensor);
-  }
+  for (const auto& [name, tensor] : state.members())
+    if (tensor->defined()) *tensor = with_own_storage(*tensor);
 }
 
 Tensor SequenceMixer::prefill_last(const Tensor& x, DecodeState& state) {

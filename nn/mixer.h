@@ -83,6 +83,8 @@ class SequenceMixer : public Module {
 // its padded input, a windowed KV cache with the prompt's keys), so a prefilled state would hold
 // memory that grows with the prompt; every prefill() ends with this, and keeps the fixed size.
 void own_storage(DecodeState& state);
+// The same for one tensor: t itself when its storage holds nothing else, else a copy.
+Tensor with_own_storage(const Tensor& t);
 
 // Checks that x is (B, T, D) with D = expected, naming the layer in the error.
 void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* layer);

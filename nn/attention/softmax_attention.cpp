@@ -114,14 +114,6 @@ void lay_out_for_steps(KVCache& cache, int64_t columns) {
     cache.seen = to(from_vector<int64_t>(cache.seen_by_row(), {cache.k.size(0)}), cache.k.device());
 }
 
-// t itself when its storage holds nothing else (the keys a projection made for this prompt), else
-// a copy: a view into a larger buffer (a windowed cache's last keys) would hold memory that grows
-// with the prompt.
-Tensor own_buffer(const Tensor& t) {
-  const auto needed = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
-  return t.storage()->nbytes() == needed ? t : clone(t);
-}
-
 // Which key positions each query may see: s <= t, and s > t - window when windowed. Query rows
 // are positions [q_start, q_start + Tq), key columns [k_start, k_start + Tk).
 Tensor allowed_positions(int64_t tq, int64_t q_start, int64_t tk, int64_t k_start, int64_t window, Device device) {
@@ -290,8 +282,10 @@ Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, in
     copy_(cache.v, detach(new_v));
     fill_(cache.seen, static_cast<double>(tokens));
   } else {
-    cache.k = own_buffer(new_k);
-    cache.v = own_buffer(new_v);
+    // The keys a projection made for this prompt stay as they are; a view into a larger buffer (a
+    // windowed cache's last keys) is copied, or it would hold memory that grows with the prompt.
+    cache.k = with_own_storage(new_k);
+    cache.v = with_own_storage(new_v);
     cache.seen = Tensor();  // the first step makes it (lay_out_for_steps)
   }
   cache.position = tokens;
