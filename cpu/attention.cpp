@@ -151,7 +151,7 @@ void CpuBackend::adamw_step(const std::vector<Tensor>& params, const std::vector
       const T* g = grad.data<T>();
       parallel_for(params[i].numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
         for (int64_t e = begin; e < end; ++e) {
-          const double ge = g[e];
+          const double ge = g[e] * hp.grad_scale;
           const double me = hp.beta1 * m[e] + (1 - hp.beta1) * ge;
           const double ve = hp.beta2 * v[e] + (1 - hp.beta2) * ge * ge;
           m[e] = static_cast<T>(me);

@@ -56,7 +56,8 @@ enum class ScanAlgorithm { Chunked, Sequential };
 // AdamW's hyperparameters for one step (Backend::adamw_step).
 struct AdamWHyper {
   double lr, beta1, beta2, eps, weight_decay;
-  int64_t step;  // t, from 1
+  int64_t step;             // t, from 1
+  double grad_scale = 1.0;  // g is read as g * grad_scale: clipping by the global norm, folded in
 };
 
 // How sample_tokens (backend_kernels.def) draws a token from a row of logits: temperature >= 0

@@ -26,7 +26,7 @@ AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options)
 // Optimizer::step() calls update() for each parameter with a gradient, in order, and gradients do
 // not change during a step: so the first call can tell which parameter comes last, and the last
 // call runs the whole step in a few fused kernel calls instead of one chain of ops per tensor.
-void AdamW::update(Slot& slot, const Tensor& grad) {
+void AdamW::update(Slot& slot, const Tensor& grad, double grad_scale) {
   const Tensor& p = slot.param.tensor;
   LINEA_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), "AdamW",
               "the gradient of '", slot.param.name, "' is ", grad.describe(), " but the parameter is ", p.describe());
@@ -36,10 +36,10 @@ void AdamW::update(Slot& slot, const Tensor& grad) {
       if (t.grad().defined()) last_ = t.impl_ptr();
   }
   pending_.push_back({p, grad, slot.buffers[kExpAvg], slot.buffers[kExpAvgSq], slot.param.weight_decay, slot.updates});
-  if (p.impl_ptr() == last_) flush();
+  if (p.impl_ptr() == last_) flush(grad_scale);  // one scale for the whole step
 }
 
-void AdamW::flush() {
+void AdamW::flush(double grad_scale) {
   const std::vector<Pending> pending = std::move(pending_);  // empty even if a kernel throws
   pending_.clear();
   const AdamWOptions& o = options_;
@@ -61,7 +61,7 @@ void AdamW::flush() {
       decay.push_back(u->decay && o.weight_decay != 0);
     }
     adamw_step_(params, grads, exp_avg, exp_avg_sq, decay,
-                AdamWHyper{lr(), o.beta1, o.beta2, o.eps, o.weight_decay, std::get<3>(key)});
+                AdamWHyper{lr(), o.beta1, o.beta2, o.eps, o.weight_decay, std::get<3>(key), grad_scale});
   }
 }
 

@@ -36,7 +36,7 @@ class AdamW : public Optimizer {
 
  protected:
   // Gathers the parameter's update; the last parameter with a gradient in this step runs them all.
-  void update(Slot& slot, const Tensor& grad) override;
+  void update(Slot& slot, const Tensor& grad, double grad_scale) override;
 
  private:
   struct Pending {
@@ -45,7 +45,7 @@ class AdamW : public Optimizer {
     int64_t step;  // this parameter's update count, 1 on its first
   };
   // Runs the gathered updates, grouped by (device, dtype, step), and empties the list.
-  void flush();
+  void flush(double grad_scale);
 
   AdamWOptions options_;
   std::vector<Tensor> params_;  // in the order update() sees them, to find a step's last gradient

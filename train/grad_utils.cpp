@@ -43,17 +43,23 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return clip_by_norm(params, max_norm, grad_norm(params));
 }
 
-ClipResult clip_by_norm(const std::vector<Tensor>& params, double max_norm, double norm) {
+ClipResult plan_clip(double max_norm, double norm) {
   ClipResult result;
   result.norm = norm;
-  result.finite = std::isfinite(result.norm);
-  if (max_norm <= 0 || !result.finite || result.norm <= max_norm) return result;
+  result.finite = std::isfinite(norm);
+  result.clipped = max_norm > 0 && result.finite && norm > max_norm;
+  if (result.clipped) result.scale = max_norm / norm;
+  return result;
+}
+
+ClipResult clip_by_norm(const std::vector<Tensor>& params, double max_norm, double norm) {
+  const ClipResult result = plan_clip(max_norm, norm);
+  if (!result.clipped) return result;
   NoGradGuard no_grad;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
-    if (g.defined()) mul_(g, max_norm / result.norm);
+    if (g.defined()) mul_(g, result.scale);
   }
-  result.clipped = true;
   return result;
 }
 

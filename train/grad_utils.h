@@ -22,14 +22,19 @@ struct ClipResult {
   bool finite = true;    // false: the gradients hold inf or NaN (or float64 values so large
                          //        that their squares overflow) and were left untouched;
                          //        the caller should skip the step (and log it)
-  bool clipped = false;  // true: the gradients were scaled by max_norm / norm
+  bool clipped = false;  // true: the gradients were (or are to be) scaled by max_norm / norm
+  double scale = 1.0;    // max_norm / norm when clipped, else 1
 };
+
+// What clipping by the global norm decides, without touching the gradients: a training step
+// hands result.scale to Optimizer::step, which applies it as it reads them (no pass of its own).
+// max_norm <= 0 means no clipping; a non-finite norm clips nothing and says so.
+ClipResult plan_clip(double max_norm, double norm);
 
 // Scales every gradient by max_norm / norm when the norm exceeds max_norm (max_norm > 0), so the
 // new norm is max_norm; PyTorch's clip_grad_norm_ does the same up to its 1e-6 guard.
 ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
-// The same with the gradients' norm already known, and max_norm <= 0 meaning no clipping (the
-// result then only reports the norm and whether it is finite).
+// The same with the gradients' norm already known: plan_clip, then the scaling of every gradient.
 ClipResult clip_by_norm(const std::vector<Tensor>& params, double max_norm, double norm);
 
 // True when no gradient holds inf or NaN.

@@ -174,10 +174,10 @@ TransferReport attention_transfer(const LinearizeOptions& lo, const SourceRun& s
     LINEA_CHECK(std::isfinite(loss), kOp, "the attention-transfer loss became ", loss, " at step ", step + 1,
                 "; try a lower --transfer-lr");
     backward(total);
-    const ClipResult clip = clip_by_norm(params, o.clip, grad_norm(params));
+    const ClipResult clip = plan_clip(o.clip, grad_norm(params));
     LINEA_CHECK(std::isfinite(clip.norm), kOp, "the gradient norm became ", clip.norm, " at step ", step + 1,
                 "; try a lower --transfer-lr");
-    optimizer->step();
+    optimizer->step(clip.scale);
     ++step;
 
     json::Value record = json::Value::object();

@@ -56,13 +56,14 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::step() {
+void Optimizer::step(double grad_scale) {
+  LINEA_CHECK(std::isfinite(grad_scale), type_.c_str(), "the gradients' scale must be finite, got ", grad_scale);
   NoGradGuard no_grad;
   for (Slot& slot : slots_) {
     const Tensor grad = slot.param.tensor.grad();
     if (!grad.defined()) continue;
     ++slot.updates;
-    update(slot, grad);
+    update(slot, grad, grad_scale);
   }
   ++steps_;
 }

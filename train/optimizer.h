@@ -40,8 +40,10 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // Updates every parameter that has a gradient, in place and outside autograd.
-  void step();
+  // Updates every parameter that has a gradient, in place and outside autograd, reading each
+  // gradient as grad_scale * grad without writing it: clipping by the global norm comes in here
+  // (train_step.cpp), where scaling every gradient first would cost a pass and a launch each.
+  void step(double grad_scale = 1.0);
   // Drops the gradients (the next backward starts from none rather than adding to zeros).
   void zero_grad();
 
@@ -61,14 +63,14 @@ class Optimizer {
   // buffer_kinds: the per-parameter buffers the update rule keeps, e.g. {"exp_avg", "exp_avg_sq"}.
   Optimizer(std::string type, std::vector<NamedParameter> params, double lr, std::vector<std::string> buffer_kinds);
 
-  // One parameter's update. param.tensor and buffers are written in place; `updates` counts this
-  // update (1 on the first).
+  // One parameter's update from grad_scale * grad. param.tensor and buffers are written in place;
+  // `updates` counts this update (1 on the first).
   struct Slot {
     NamedParameter param;
     std::vector<Tensor> buffers;  // in the order of buffer_kinds
     int64_t updates = 0;
   };
-  virtual void update(Slot& slot, const Tensor& grad) = 0;
+  virtual void update(Slot& slot, const Tensor& grad, double grad_scale) = 0;
 
  private:
   std::string type_;

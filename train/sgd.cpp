@@ -17,11 +17,11 @@ SGD::SGD(std::vector<NamedParameter> params, SGDOptions options)
   LINEA_CHECK(!options.nesterov || options.momentum > 0, "SGD", "Nesterov momentum needs momentum > 0");
 }
 
-void SGD::update(Slot& slot, const Tensor& grad) {
+void SGD::update(Slot& slot, const Tensor& grad, double grad_scale) {
   const SGDOptions& o = options_;
   Tensor& p = slot.param.tensor;
-  Tensor d = grad;
-  if (slot.param.weight_decay && o.weight_decay != 0) d = grad + p * o.weight_decay;
+  Tensor d = grad_scale == 1.0 ? grad : grad * grad_scale;
+  if (slot.param.weight_decay && o.weight_decay != 0) d = d + p * o.weight_decay;
   if (o.momentum != 0) {
     Tensor& b = slot.buffers[0];
     add_(mul_(b, o.momentum), d);

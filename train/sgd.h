@@ -25,7 +25,7 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }
 
  protected:
-  void update(Slot& slot, const Tensor& grad) override;
+  void update(Slot& slot, const Tensor& grad, double grad_scale) override;
 
  private:
   SGDOptions options_;

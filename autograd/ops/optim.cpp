@@ -1,6 +1,8 @@
 // The optimizer's kernels as ops: the gradient norm's sums of squares (train/clip) and the AdamW
 // update (train/adamw.cpp). Like the in-place ops (inplace.cpp) they work outside autograd; they
 // check what the kernels assume, then call the device's kernel once for many tensors.
+#include <cmath>
+
 #include "autograd/ops/common.h"
 
 namespace linea {
@@ -45,6 +47,7 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                   exp_avg_sq.size() == params.size() && decay.size() == params.size(),
               op, "needs one gradient, two moment buffers and one decay flag per parameter");
   LINEA_CHECK(hyper.step >= 1, op, "the step count starts at 1, got ", hyper.step);
+  LINEA_CHECK(std::isfinite(hyper.grad_scale), op, "the gradients' scale must be finite, got ", hyper.grad_scale);
   std::vector<Tensor> p, g, m, v;
   for (size_t i = 0; i < params.size(); ++i) {
     check_floating(params[i], op);

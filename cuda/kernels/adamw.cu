@@ -41,9 +41,10 @@ struct AdamWScalars {
   T lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
   T inv_correction1, inv_correction2;  // 1 / (1 - beta^t)
   T shrink;                            // 1 - lr * weight_decay, for the tensors that decay
+  T grad_scale;                        // the gradients are read multiplied by it (clipping)
 };
 
-//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//   g = grad_scale * grad;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //   p = p (1 - lr wd) - lr (m / c1) / (sqrt(v / c2) + eps)
 template <class T>
 __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const AdamWTable<T> table, const AdamWScalars<T> h) {
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(const AdamWTable<T>
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kAdamThreads;
       if (i < end) {
-        gi[u] = g[i];
+        gi[u] = g[i] * h.grad_scale;
         mi[u] = m[i];
         vi[u] = v[i];
         pi[u] = p[i];
@@ -116,7 +117,7 @@ void CudaBackend::adamw_step(const std::vector<Tensor>& params, const std::vecto
                             static_cast<T>(1.0 - hp.beta1), static_cast<T>(hp.beta2),
                             static_cast<T>(1.0 - hp.beta2), static_cast<T>(hp.eps),
                             static_cast<T>(1.0 / correction1), static_cast<T>(1.0 / correction2),
-                            static_cast<T>(1.0 - hp.lr * hp.weight_decay)};
+                            static_cast<T>(1.0 - hp.lr * hp.weight_decay), static_cast<T>(hp.grad_scale)};
     AdamWTable<T> table{};
     int tensors = 0, blocks = 0;
     auto launch = [&] {

@@ -1,8 +1,8 @@
 // The multi-tensor AdamW kernel (cuda/kernels/adamw.cu) against the CPU oracle: the AdamW
 // optimizer run side by side on both devices over several steps (more tensors than one launch
 // takes, sizes around the chunk size, decay on and off, a parameter that misses a gradient so
-// that update counts differ), and one tensor longer than one launch's chunks. Without a GPU every
-// test skips.
+// that update counts differ, the gradients read through a clipping scale on some steps), and one
+// tensor longer than one launch's chunks. Without a GPU every test skips.
 #include "tests/cuda/parity.h"
 #include "train/adamw.h"
 
@@ -49,8 +49,9 @@ TEST(CudaAdamW, OptimizerMatchesCpuOverSeveralSteps) {
       gpu_opt.set_lr(1e-2 / step);
       set_grads(cpu_params, step);
       set_grads(gpu_params, step);
-      cpu_opt.step();
-      gpu_opt.step();
+      const double clip_scale = step % 2 == 1 ? 0.3 : 1.0;  // Optimizer::step's grad_scale
+      cpu_opt.step(clip_scale);
+      gpu_opt.step(clip_scale);
     }
     // float32: the kernel computes in float32, the oracle in double, for 5 steps of size <= 1e-2.
     const double rtol = dtype == kFloat64 ? 1e-12 : 1e-5, atol = dtype == kFloat64 ? 1e-14 : 1e-6;
@@ -67,7 +68,7 @@ TEST(CudaAdamW, OptimizerMatchesCpuOverSeveralSteps) {
 TEST(CudaAdamW, LongTensorSpansLaunches) {
   LINEA_SKIP_WITHOUT_CUDA();
   const int64_t n = 320 * 65536 + 1001;
-  const AdamWHyper hyper{1e-3, 0.9, 0.999, 1e-8, 0.01, 3};
+  const AdamWHyper hyper{1e-3, 0.9, 0.999, 1e-8, 0.01, 3, /*grad_scale=*/0.45};
   std::vector<Tensor> cpu_p = {random_normal({n}, kFloat32, 1), random_normal({5}, kFloat32, 2)};
   std::vector<Tensor> cpu_g = {random_normal({n}, kFloat32, 3), random_normal({5}, kFloat32, 4)};
   std::vector<Tensor> cpu_m = {random_normal({n}, kFloat32, 5) * 0.1, random_normal({5}, kFloat32, 6) * 0.1};

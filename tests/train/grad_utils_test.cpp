@@ -89,6 +89,28 @@ TEST(ClipByNorm, ClipsByAGivenNormOrOnlyReports) {
   EXPECT_TRUE(linea::testing::all_close(params[0].grad(), tensor({1.5, 2.0}, {2}), 1e-6));
 }
 
+// What a training step decides and hands to the optimizer: the scale, with the gradients untouched.
+TEST(PlanClip, GivesTheScaleAndLeavesTheGradientsAlone) {
+  const ClipResult clipped = plan_clip(6.5, 13.0);
+  EXPECT_TRUE(clipped.clipped);
+  EXPECT_TRUE(clipped.finite);
+  EXPECT_DOUBLE_EQ(clipped.norm, 13.0);
+  EXPECT_DOUBLE_EQ(clipped.scale, 0.5);
+  for (const ClipResult& kept : {plan_clip(13.0, 13.0), plan_clip(20.0, 13.0), plan_clip(0.0, 13.0)}) {
+    EXPECT_FALSE(kept.clipped);
+    EXPECT_EQ(kept.scale, 1.0);
+  }
+  const ClipResult bad = plan_clip(1.0, std::numeric_limits<double>::infinity());
+  EXPECT_FALSE(bad.finite);
+  EXPECT_FALSE(bad.clipped);
+  EXPECT_EQ(bad.scale, 1.0);
+  // clip_by_norm is the plan applied: the same decision, and the gradients scaled by it.
+  const std::vector<Tensor> params = {param_with_grad({3, 4}, {2}, kFloat64), param_with_grad({0, 12}, {1, 2}, kFloat64)};
+  const ClipResult applied = clip_by_norm(params, 6.5, 13.0);
+  EXPECT_EQ(applied.scale, clipped.scale);
+  EXPECT_EQ(params[1].grad().to_vector<double>(), (std::vector<double>{0, 6}));
+}
+
 TEST(GradsFinite, TrueForFiniteOrMissingGradients) {
   EXPECT_TRUE(grads_finite({param_with_grad({1e38, -1e38}, {2}), zeros({2}).requires_grad_(true)}));
   EXPECT_TRUE(grads_finite({}));

@@ -1,6 +1,7 @@
 // Optimizers against hand-written reference updates (float64, per element on the host), the
 // weight-decay flag, skipped parameters, and state round trips that resume bit for bit.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -132,6 +133,38 @@ TEST(AdamW, WeightDecayOnlyWhereFlagged) {
     const double factor = params[i].weight_decay ? 1.0 - 0.1 * 0.5 : 1.0;
     EXPECT_EQ(max_abs_diff(params[i].tensor, before[i].tensor * factor), 0.0) << params[i].name;
   }
+}
+
+// step(s) reads the gradients as s * grad (the clip, folded in) and leaves them as they were: the
+// same parameters, bit for bit in float64, as scaling the gradients first and stepping by 1.
+template <class Opt, class Options>
+void expect_scaled_step_is_step_of_scaled_gradients(Options options) {
+  auto folded = make_params(kFloat64, 12);
+  auto scaled_first = clone_params(folded);
+  Opt a(folded, options), b(scaled_first, options);
+  for (int step = 1; step <= 4; ++step) {
+    const double scale = 0.37 / step;
+    set_grads(folded, 13, step);
+    set_grads(scaled_first, 13, step);
+    const auto grads_before = folded[0].tensor.grad().to_vector<double>();
+    a.step(scale);
+    EXPECT_EQ(folded[0].tensor.grad().to_vector<double>(), grads_before) << "the gradients stay unscaled";
+    for (const NamedParameter& p : scaled_first) p.tensor.set_grad(p.tensor.grad() * scale);
+    b.step();
+    for (size_t i = 0; i < folded.size(); ++i)
+      EXPECT_EQ(folded[i].tensor.to_vector<double>(), scaled_first[i].tensor.to_vector<double>())
+          << folded[i].name << " at step " << step;
+  }
+  EXPECT_LINEA_ERROR(a.step(std::numeric_limits<double>::quiet_NaN()), "scale", "finite");
+}
+
+TEST(AdamW, StepWithAGradientScaleIsAStepOfScaledGradients) {
+  expect_scaled_step_is_step_of_scaled_gradients<AdamW>(AdamWOptions{.lr = 0.01, .weight_decay = 0.2});
+}
+
+TEST(SGD, StepWithAGradientScaleIsAStepOfScaledGradients) {
+  expect_scaled_step_is_step_of_scaled_gradients<SGD>(
+      SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true, .weight_decay = 0.1});
 }
 
 TEST(Optimizer, SkipsParametersWithoutGradient) {
