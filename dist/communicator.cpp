@@ -12,7 +12,7 @@ std::vector<double> all_reduce_sum(Communicator& comm, const std::vector<double>
   Tensor host = empty({static_cast<int64_t>(values.size())}, kFloat64, Device::cpu());
   std::copy(values.begin(), values.end(), host.data<double>());
   Tensor buffer = copy_to(host, comm.device());
-  comm.all_reduce_sum(buffer);
+  comm.all_reduce(buffer, Reduction::Sum);
   const Tensor back = copy_to(buffer, Device::cpu());
   comm.check_healthy();  // a peer that died leaves garbage behind: believe no number before asking
   return std::vector<double>(back.data<double>(), back.data<double>() + values.size());

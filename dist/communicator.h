@@ -13,6 +13,10 @@
 
 namespace linea::dist {
 
+// What an all-reduce leaves in every rank's buffer: the sum over the ranks, or their mean (the
+// sum times 1 / size, in the transport's own kernel: NCCL's ncclAvg, with no pass of its own).
+enum class Reduction { Sum, Mean };
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -22,16 +26,16 @@ class Communicator {
   // The device this rank's tensors live on.
   virtual Device device() const = 0;
 
-  // Sums `buffer` (contiguous, float32 or float64, on device()) over the ranks, in place. It is
+  // Reduces `buffer` (contiguous, float32 or float64, on device()) over the ranks, in place. It is
   // ordered after every kernel queued on the device before the call, and every kernel queued after
-  // it sees the sum: no host synchronisation is implied.
-  virtual void all_reduce_sum(const Tensor& buffer) = 0;
+  // it sees the result: no host synchronisation is implied.
+  virtual void all_reduce(const Tensor& buffer, Reduction op) = 0;
 
-  // The same, on a side stream, so that the sum overlaps the kernels queued after it (the backward
-  // pass that produces the next bucket of gradients). Its inputs must not be written until
-  // wait_side_reductions() returns, after which every kernel queued on the device sees the sums.
-  // Communicators without a side stream reduce at once.
-  virtual void start_side_all_reduce_sum(const Tensor& buffer) { all_reduce_sum(buffer); }
+  // The same, on a side stream, so that it overlaps the kernels queued after it (the backward pass
+  // that produces the next bucket of gradients). Its inputs must not be written until
+  // wait_side_reductions() returns, after which every kernel queued on the device sees the
+  // results. Communicators without a side stream reduce at once.
+  virtual void start_side_all_reduce(const Tensor& buffer, Reduction op) { all_reduce(buffer, op); }
   virtual void wait_side_reductions() {}
 
   // Throws linea::Error naming the rank that failed (exited, hung past the timeout, or broke the

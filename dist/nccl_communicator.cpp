@@ -179,14 +179,14 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   Device device() const override { return device_; }
 
-  void all_reduce_sum(const Tensor& buffer) override { reduce(buffer, main_stream_); }
+  void all_reduce(const Tensor& buffer, Reduction op) override { reduce(buffer, op, main_stream_); }
 
-  void start_side_all_reduce_sum(const Tensor& buffer) override {
+  void start_side_all_reduce(const Tensor& buffer, Reduction op) override {
     cuda::use_device(device_.index);
     // The side stream waits for the gradients queued so far, and only for them.
     LINEA_CUDA_CHECK(cudaEventRecord(side_ready_, main_stream_), "nccl");
     LINEA_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, side_ready_, 0), "nccl");
-    reduce(buffer, side_stream_);
+    reduce(buffer, op, side_stream_);
     side_pending_ = true;
   }
 
@@ -228,18 +228,19 @@ class NcclCommunicator final : public Communicator {
   void report_failure(const std::string& message) override { monitor_->report_failure(message); }
 
  private:
-  void reduce(const Tensor& buffer, cudaStream_t stream) {
+  void reduce(const Tensor& buffer, Reduction op, cudaStream_t stream) {
     check_healthy();
     LINEA_CHECK(buffer.device() == device_ && buffer.is_contiguous() &&
                     (buffer.dtype() == kFloat32 || buffer.dtype() == kFloat64),
-                "all_reduce_sum", "needs a contiguous float32 or float64 tensor on ", device_.str(), ", got ",
+                "all_reduce", "needs a contiguous float32 or float64 tensor on ", device_.str(), ", got ",
                 buffer.describe());
     if (buffer.numel() == 0) return;
     cuda::use_device(device_.index);
     const ncclDataType_t type = buffer.dtype() == kFloat32 ? ncclFloat32 : ncclFloat64;
     void* data = const_cast<void*>(buffer.raw_data());
-    LINEA_NCCL_CHECK(ncclAllReduce(data, data, buffer.numel(), type, ncclSum, comm_, stream), "all_reduce_sum");
-    wait_for_nccl("all_reduce_sum");
+    const ncclRedOp_t nccl_op = op == Reduction::Mean ? ncclAvg : ncclSum;
+    LINEA_NCCL_CHECK(ncclAllReduce(data, data, buffer.numel(), type, nccl_op, comm_, stream), "all_reduce");
+    wait_for_nccl("all_reduce");
     // The watchdog times the collective from here to its completion on the stream.
     cudaEvent_t done;
     LINEA_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "nccl");

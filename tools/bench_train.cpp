@@ -71,7 +71,7 @@ void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& 
   bool together = false;  // data-parallel steps, or this rank alone
   auto step = [&] {
     std::optional<train::ParallelStep> parallel;
-    if (together) parallel.emplace(train::ParallelStep{*comm, *gradients});
+    if (together) parallel.emplace(train::ParallelStep{*gradients});
     train::train_step(model, optimizer, {batch}, 1.0, device, parallel ? &*parallel : nullptr);
     if (device.is_cuda()) cuda::synchronize(device.index);
   };

@@ -32,6 +32,11 @@ Tensor slice_for(const Tensor& flat, const Tensor& p, int64_t offset) {
   return make_view(flat, p.shape(), contiguous_strides(p.shape()), flat.offset() + offset);
 }
 
+// The elements [begin, begin + count) of a 1-D tensor.
+Tensor range_of(const Tensor& flat, int64_t begin, int64_t count) {
+  return make_view(flat, {count}, {1}, flat.offset() + begin);
+}
+
 }  // namespace
 
 GradientSync::GradientSync(dist::Communicator& comm, std::vector<Tensor> params, int64_t bucket_bytes)
@@ -45,18 +50,37 @@ GradientSync::GradientSync(dist::Communicator& comm, std::vector<Tensor> params,
                 dtype_name(params_.front().dtype()), " and ", dtype_name(p.dtype()));
     bytes.push_back(p.numel() * static_cast<int64_t>(dtype_size(p.dtype())));
   }
-  for (std::vector<size_t>& members : plan_buckets(bytes, bucket_bytes)) {
+  std::vector<std::vector<size_t>> plan = plan_buckets(bytes, bucket_bytes);
+  if (plan.empty()) plan.emplace_back();  // no parameter: one bucket still carries the shared numbers
+  for (std::vector<size_t>& members : plan) {
     Bucket b;
-    int64_t elements = 0;
     for (size_t i : members) {
       bucket_of_[i] = buckets_.size();
-      b.offsets.push_back(elements);
-      elements += params_[i].numel();
+      b.offsets.push_back(b.gradient_elements);
+      b.gradient_elements += params_[i].numel();
     }
     b.params = std::move(members);
-    b.flat = empty({elements}, params_.front().dtype(), comm_.device());
     buckets_.push_back(std::move(b));
   }
+  const DType dtype = params_.empty() ? kFloat32 : params_.front().dtype();
+  for (Bucket& b : buckets_) {
+    const int64_t shared = &b == &buckets_.back() ? 1 : 0;  // the stop flag, until share() adds losses
+    b.flat = empty({b.gradient_elements + shared}, dtype, comm_.device());
+  }
+}
+
+void GradientSync::share(const std::vector<Tensor>& losses, bool stop) {
+  LINEA_CHECK(next_to_start_ < buckets_.size(), "GradientSync::share",
+              "the last bucket has started already: share the step's numbers before its last backward");
+  for (const Tensor& loss : losses)
+    LINEA_CHECK(loss.defined() && loss.numel() == 1 && loss.device() == comm_.device(), "GradientSync::share",
+                "a loss must be one number on ", comm_.device().str(), ", got ",
+                loss.defined() ? loss.describe() : std::string("an undefined tensor"));
+  Bucket& last = buckets_.back();
+  const int64_t size = last.gradient_elements + static_cast<int64_t>(losses.size()) + 1;
+  if (last.flat.numel() != size) last.flat = empty({size}, last.flat.dtype(), comm_.device());
+  losses_ = losses;
+  stop_ = stop;
 }
 
 GradAccumulatedHook GradientSync::hook() {
@@ -77,35 +101,54 @@ void GradientSync::start_filled_buckets() {
     start(buckets_[next_to_start_++]);
 }
 
+Tensor GradientSync::shared_numbers() const {
+  const Bucket& last = buckets_.back();
+  return range_of(last.flat, last.gradient_elements, last.flat.numel() - last.gradient_elements);
+}
+
 void GradientSync::start(Bucket& b) {
   NoGradGuard no_grad;
   for (size_t k = 0; k < b.params.size(); ++k) {
     const Tensor& p = params_[b.params[k]];
     Tensor slice = slice_for(b.flat, p, b.offsets[k]);
     const Tensor g = p.grad();
-    if (g.defined()) copy_into(slice, g);
-    else fill_(slice, 0.0);
+    if (!g.defined()) {
+      fill_(slice, 0.0);
+      continue;
+    }
+    // Already the slice when the gradients were not dropped since the last step (backward then
+    // added into the view).
+    if (g.raw_data() != slice.raw_data()) copy_into(slice, g);
+    p.set_grad(slice);
   }
-  comm_.start_side_all_reduce_sum(b.flat);
+  if (&b == &buckets_.back()) {
+    Tensor shared = shared_numbers();
+    for (size_t i = 0; i < losses_.size(); ++i) copy_into(range_of(shared, static_cast<int64_t>(i), 1), losses_[i]);
+    Tensor stop = range_of(shared, static_cast<int64_t>(losses_.size()), 1);
+    fill_(stop, stop_ ? 1.0 : 0.0);
+    losses_.clear();  // queued: the tensors need not live on
+  }
+  comm_.start_side_all_reduce(b.flat, dist::Reduction::Mean);
 }
 
 void GradientSync::finish() {
-  NoGradGuard no_grad;
   while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
   comm_.wait_side_reductions();
-  const double inverse = 1.0 / comm_.size();
   for (Bucket& b : buckets_) {
-    if (comm_.size() > 1) mul_(b.flat, inverse);
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& p = params_[b.params[k]];
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      copy_into(g, slice_for(b.flat, p, b.offsets[k]));
-      g.bump_version();
-    }
+    b.flat.bump_version();  // the gradients, views of it, now hold the means
     b.ready = 0;
   }
   next_to_start_ = 0;
+  stop_ = false;
+}
+
+Agreement GradientSync::agreement() {
+  const std::vector<double> shared = to(copy_to(shared_numbers(), Device::cpu()), kFloat64).to_vector<double>();
+  comm_.check_healthy();  // a peer that died leaves garbage behind: believe no number before asking
+  Agreement a;
+  a.losses.assign(shared.begin(), shared.end() - 1);
+  a.stop = shared.back() > 0;
+  return a;
 }
 
 }  // namespace linea::train

@@ -2,9 +2,11 @@
 // One optimizer step: forward and backward over the micro-batches (gradients accumulate, each
 // micro-batch's loss scaled by 1/accum), clipping by the global gradient norm, the update. The
 // trainer and `linea bench train` both take their steps through here.
+//
+// The clip is folded into the update (Optimizer::step's grad_scale): the gradients are left as
+// backward made them, which saves a pass and a kernel launch per parameter.
 #include <vector>
 
-#include "dist/communicator.h"
 #include "nn/model.h"
 #include "train/batcher.h"
 #include "train/gradient_sync.h"
@@ -24,7 +26,6 @@ struct StepResult {
 // of the global ones; the gradients are averaged over the ranks before clipping, and the loss, its
 // finiteness and a stop request are agreed by every rank, so that all take the same decisions.
 struct ParallelStep {
-  dist::Communicator& comm;
   GradientSync& gradients;
   bool stop_requested = false;  // this rank's
 };

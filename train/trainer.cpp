@@ -264,7 +264,7 @@ TrainResult train_model(const TrainOptions& options, std::FILE* out, const StopR
     for (int64_t micro = 0; micro < o.accum; ++micro)
       micro_batches.push_back(rows_of_rank(batcher.next(), comm ? comm->rank() : 0, world));
     std::optional<ParallelStep> parallel;
-    if (comm) parallel.emplace(ParallelStep{*comm, *gradient_sync, stop()});
+    if (comm) parallel.emplace(ParallelStep{*gradient_sync, stop()});
     const StepResult r = train_step(model, *optimizer, micro_batches, o.clip, device, parallel ? &*parallel : nullptr);
     stop_agreed = r.stop;
     const std::string keep_note = last_checkpoint.empty() ? std::string("No checkpoint had been written yet.")

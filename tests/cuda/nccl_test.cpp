@@ -50,15 +50,17 @@ Tensor contribution(int rank, int64_t n, DType dtype, uint64_t seed) {
   return randn({n}, {dtype}, &gen);
 }
 
-void expect_sum_of_contributions(int world, DType dtype, int64_t n, bool side) {
+// Every rank ends with the sum (or the mean) of the contributions, the same bits on every rank.
+void expect_reduction_of_contributions(int world, DType dtype, int64_t n, bool side,
+                                       Reduction op = Reduction::Sum) {
   std::vector<std::vector<double>> got(world);
   run_gpu_ranks(world, [&](Communicator& comm) {
     const Tensor buffer = copy_to(contribution(comm.rank(), n, dtype, n), comm.device());
     if (side) {
-      comm.start_side_all_reduce_sum(buffer);
+      comm.start_side_all_reduce(buffer, op);
       comm.wait_side_reductions();
     } else {
-      comm.all_reduce_sum(buffer);
+      comm.all_reduce(buffer, op);
     }
     got[comm.rank()] = to(copy_to(buffer, kCPU), kFloat64).to_vector<double>();
   });
@@ -67,6 +69,8 @@ void expect_sum_of_contributions(int world, DType dtype, int64_t n, bool side) {
     const std::vector<double> c = to(contribution(r, n, dtype, n), kFloat64).to_vector<double>();
     for (int64_t i = 0; i < n; ++i) expected[i] += c[i];
   }
+  if (op == Reduction::Mean)
+    for (double& e : expected) e /= world;
   const double tolerance = dtype == kFloat32 ? 1e-5 : 1e-12;
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(got[r].size(), static_cast<size_t>(n));
@@ -77,13 +81,14 @@ void expect_sum_of_contributions(int world, DType dtype, int64_t n, bool side) {
 
 TEST(Nccl, OneRankLeavesTheBufferAndClosesCleanly) {
   LINEA_SKIP_WITHOUT_NCCL();
-  for (int64_t n : {1, 1000, 262147}) expect_sum_of_contributions(1, kFloat32, n, false);
-  expect_sum_of_contributions(1, kFloat64, 4099, true);
+  for (int64_t n : {1, 1000, 262147}) expect_reduction_of_contributions(1, kFloat32, n, false);
+  expect_reduction_of_contributions(1, kFloat64, 4099, true);
+  expect_reduction_of_contributions(1, kFloat32, 1000, true, Reduction::Mean);
   run_gpu_ranks(1, [](Communicator& comm) {
     EXPECT_EQ(all_reduce_sum(comm, {2.5, -1.0}), (std::vector<double>{2.5, -1.0}));
     barrier(comm);
-    EXPECT_THROW(comm.all_reduce_sum(zeros({3}, {kFloat32})), Error) << "a CPU tensor";
-    EXPECT_THROW(comm.all_reduce_sum(zeros({3}, {kInt64, comm.device()})), Error) << "not a float";
+    EXPECT_THROW(comm.all_reduce(zeros({3}, {kFloat32}), Reduction::Sum), Error) << "a CPU tensor";
+    EXPECT_THROW(comm.all_reduce(zeros({3}, {kInt64, comm.device()}), Reduction::Mean), Error) << "not a float";
   });
 }
 
@@ -92,10 +97,13 @@ TEST(Nccl, RanksOnSeveralGpusSumAtAwkwardSizes) {
   const int gpus = cuda::device_count();
   if (gpus < 2) GTEST_SKIP() << "one GPU: the sums across GPUs need two or more";
   for (int64_t n : {1, 7, 1000, 1 << 20 | 3}) {
-    expect_sum_of_contributions(gpus, kFloat32, n, false);
-    expect_sum_of_contributions(gpus, kFloat32, n, true);
+    expect_reduction_of_contributions(gpus, kFloat32, n, false);
+    expect_reduction_of_contributions(gpus, kFloat32, n, true);
   }
-  expect_sum_of_contributions(gpus, kFloat64, 4099, false);
+  expect_reduction_of_contributions(gpus, kFloat64, 4099, false);
+  // The mean, as data-parallel training takes it (ncclAvg): within rounding of the sum / world.
+  for (int64_t n : {3, 1 << 20 | 5}) expect_reduction_of_contributions(gpus, kFloat32, n, true, Reduction::Mean);
+  expect_reduction_of_contributions(gpus, kFloat64, 4099, false, Reduction::Mean);
 }
 
 }  // namespace

@@ -104,6 +104,64 @@ TEST(GradientSync, LeavesTheMeanOfTheRanksGradients) {
     }
 }
 
+// The step's losses and stop requests travel at the end of the last bucket: the ranks agree on the
+// mean of each loss and on "any rank asked to stop" with no collective beyond the buckets' own, and
+// the gradients still come out as the means.
+TEST(GradientSync, SharedNumbersRideTheLastBucket) {
+  constexpr int kRanks = 3;
+  const std::vector<Shape> shapes = {{4, 3}, {6}, {2, 5}};
+  std::vector<Agreement> agreed(kRanks);
+  std::vector<int64_t> collectives(kRanks), buckets(kRanks);
+  std::vector<std::vector<float>> first_grad(kRanks);
+  run_ranks(kRanks, [&](int rank, dist::Communicator& comm) {
+    std::vector<Tensor> params;
+    for (const Shape& s : shapes) params.push_back(zeros(s, {kFloat32}).requires_grad_());
+    GradientSync sync(comm, params, /*bucket_bytes=*/40);
+    buckets[rank] = sync.num_buckets();
+    const int64_t before = dynamic_cast<testing::ThreadCommunicator&>(comm).reductions;
+    // Two micro-batches' losses; rank 1 asks to stop.
+    sync.share({scalar_tensor(1.5 + rank, {kFloat32}), scalar_tensor(-2.0 * rank, {kFloat32})}, rank == 1);
+    const GradAccumulatedHook hook = sync.hook();
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].set_grad(full(shapes[i], static_cast<double>(rank + i), {kFloat32}));
+      hook(params[i]);
+    }
+    EXPECT_LINEA_ERROR(sync.share({}, false), "share", "last bucket");
+    sync.finish();
+    agreed[rank] = sync.agreement();
+    collectives[rank] = dynamic_cast<testing::ThreadCommunicator&>(comm).reductions - before;
+    first_grad[rank] = params[0].grad().to_vector<float>();
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_GT(buckets[r], 1);
+    EXPECT_EQ(collectives[r], buckets[r]) << "one collective per bucket, none for the shared numbers";
+    ASSERT_EQ(agreed[r].losses.size(), 2u);
+    EXPECT_NEAR(agreed[r].losses[0], (1.5 + 2.5 + 3.5) / 3, 1e-6);
+    EXPECT_NEAR(agreed[r].losses[1], (0.0 - 2.0 - 4.0) / 3, 1e-6);
+    EXPECT_TRUE(agreed[r].stop);
+    EXPECT_EQ(first_grad[r], std::vector<float>(12, 1.0f)) << "the mean of 0, 1 and 2";
+  }
+}
+
+// A rank whose loss is not finite makes the agreed loss not finite on every rank; nobody asked to
+// stop, so nobody stops; a loss that is not one number is refused.
+TEST(GradientSync, ANonFiniteLossOnOneRankReachesAll) {
+  std::vector<Agreement> agreed(2);
+  run_ranks(2, [&](int rank, dist::Communicator& comm) {
+    Tensor p = zeros({3}, {kFloat32}).requires_grad_();
+    GradientSync sync(comm, {p});
+    EXPECT_LINEA_ERROR(sync.share({zeros({2}, {kFloat32})}, false), "share", "one number");
+    sync.share({scalar_tensor(rank == 0 ? std::nan("") : 2.0, {kFloat32})}, false);
+    sync.finish();  // p got no gradient: zeros in the bucket, and it keeps none
+    agreed[rank] = sync.agreement();
+    EXPECT_FALSE(p.grad().defined());
+  });
+  for (const Agreement& a : agreed) {
+    EXPECT_TRUE(std::isnan(a.losses.at(0)));
+    EXPECT_FALSE(a.stop);
+  }
+}
+
 // The tiny run (run_logs.h) over 50 steps of `batch` sequences, evaluated at 25 and 50.
 TrainOptions options_for(const TempDir& dir, const std::string& run, int64_t batch) {
   TrainOptions o = tiny_train_options(dir, run);

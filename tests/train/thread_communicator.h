@@ -2,7 +2,7 @@
 // A test double of dist::Communicator: the ranks of a data-parallel run as threads of one process,
 // on the CPU, summing through shared memory. It lets CI (which has no GPU, hence no NCCL) run the
 // trainer's data-parallel logic for real: sharding, buckets, agreement on losses and stops. Sums
-// are taken in rank order, so runs are deterministic.
+// are taken in rank order, and a mean is that sum times 1 / size, so runs are deterministic.
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -18,7 +18,7 @@ class ThreadGroup {
   explicit ThreadGroup(int size) : size_(size), slots_(size) {}
   int size() const { return size_; }
 
-  void all_reduce_sum(int rank, const Tensor& buffer) {
+  void all_reduce(int rank, const Tensor& buffer, dist::Reduction op) {
     std::unique_lock<std::mutex> lock(mutex_);
     slots_[rank] = buffer;
     const int64_t generation = generation_;
@@ -27,8 +27,9 @@ class ThreadGroup {
       return;
     }
     // The last to arrive sums for everyone, while the others wait.
-    if (buffer.dtype() == kFloat32) sum_into_all<float>();
-    else sum_into_all<double>();
+    const double factor = op == dist::Reduction::Mean ? 1.0 / size_ : 1.0;
+    if (buffer.dtype() == kFloat32) reduce_into_all<float>(static_cast<float>(factor));
+    else reduce_into_all<double>(factor);
     arrived_ = 0;
     ++generation_;
     changed_.notify_all();
@@ -36,11 +37,12 @@ class ThreadGroup {
 
  private:
   template <class T>
-  void sum_into_all() {
+  void reduce_into_all(T factor) {
     const int64_t n = slots_[0].numel();
     for (int64_t i = 0; i < n; ++i) {
       T total = slots_[0].data<T>()[i];
       for (int r = 1; r < size_; ++r) total += slots_[r].data<T>()[i];
+      if (factor != T(1)) total *= factor;
       for (int r = 0; r < size_; ++r) slots_[r].data<T>()[i] = total;
     }
   }
@@ -59,9 +61,9 @@ class ThreadCommunicator final : public dist::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return group_.size(); }
   Device device() const override { return kCPU; }
-  void all_reduce_sum(const Tensor& buffer) override {
+  void all_reduce(const Tensor& buffer, dist::Reduction op) override {
     ++reductions;
-    group_.all_reduce_sum(rank_, buffer);
+    group_.all_reduce(rank_, buffer, op);
   }
   int64_t reductions = 0;
 
