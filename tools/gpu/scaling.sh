@@ -3,7 +3,9 @@
 # step (softmax and ReGLA, 16 sequences per GPU) on 1 GPU and on each count in GPUS, over NCCL's
 # fastest transport, then as two "hosts" of half the GPUs each on this machine with NCCL forced
 # onto its socket transport. Prints linea bench train's JSON lines and a markdown table
-# (tokens/s, efficiency against one GPU, the step's share lost to the all-reduce).
+# (tokens/s, speed-up and efficiency against one GPU's plain step, the one a run without --gpus
+# takes, and the step's share lost to the all-reduce). tools/gpu/scaling_figure.py draws the
+# JSON lines.
 #
 #   bash tools/gpu/scaling.sh                # GPUS="1 2 4 8" up to the GPUs present
 #   GPUS="1 2" PRECISION=bf16 bash tools/gpu/scaling.sh
@@ -44,11 +46,13 @@ cat "$out"
 python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-one = {r["model"]: r["tok_s"] for r in rows if r["gpus"] == 1 and r["transport"] == "default"}
-print("\n| model | GPUs | transport | tokens/s | efficiency vs 1 GPU | share lost to all-reduce |")
-print("|---|---|---|---|---|---|")
+# One GPU's plain step: the --gpus 1 run's step timed alone, without collectives.
+one = {r["model"]: r["B"] * r["T"] / r["alone_step_ms"] * 1000 for r in rows
+       if r["gpus"] == 1 and r["transport"] == "default"}
+print("\n| model | GPUs | transport | tokens/s | speed-up | efficiency | share lost to all-reduce |")
+print("|---|---|---|---|---|---|---|")
 for r in rows:
-    eff = r["tok_s"] / (one[r["model"]] * r["gpus"]) if r["model"] in one else float("nan")
+    up = r["tok_s"] / one[r["model"]] if r["model"] in one else float("nan")
     share = r.get("comm_share", 0.0)
-    print(f'| {r["model"]} | {r["gpus"]} | {r["transport"]} | {r["tok_s"]:,.0f} | {eff:.3f} | {share:.1%} |')
+    print(f'| {r["model"]} | {r["gpus"]} | {r["transport"]} | {r["tok_s"]:,.0f} | {up:.3f}x | {up / r["gpus"]:.3f} | {share:.1%} |')
 PY

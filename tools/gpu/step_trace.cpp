@@ -7,7 +7,8 @@
 // device synchronization), and with LINEA_TRACE_API=1 every CUDA runtime call the host makes, all
 // on CUPTI's one clock, and writes them at exit as CSV lines
 //   kind,start_ns,end_ns,stream,detail
-// to the file named by LINEA_TRACE_OUT (default step_trace.csv). tools/gpu/step_gaps.py reads it.
+// to the file named by LINEA_TRACE_OUT (default step_trace.csv; a rank of `--gpus N` appends
+// .rankR). tools/gpu/step_gaps.py reads it.
 // Build and run on the GPU machine (not part of the CMake build):
 //   g++ -O2 -shared -fPIC tools/gpu/step_trace.cpp -I$CUDA/include -L$CUDA/lib64 -lcupti -o /tmp/step_trace.so
 //   CUDA_INJECTION64_PATH=/tmp/step_trace.so LINEA_TRACE_OUT=trace.csv build-gpu/tools/linea bench train ...
@@ -95,8 +96,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 
 void write_records() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  const char* path = std::getenv("LINEA_TRACE_OUT");
-  FILE* f = std::fopen(path ? path : "step_trace.csv", "w");
+  // A data-parallel run's ranks share the environment: each writes its own file (.rankR appended).
+  const char* out = std::getenv("LINEA_TRACE_OUT");
+  std::string path = out ? out : "step_trace.csv";
+  if (const char* rank = std::getenv("LINEA_RANK")) path += std::string(".rank") + rank;
+  FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return;
   const std::lock_guard<std::mutex> lock(records_mutex);
   for (const Record& r : records) {
