@@ -209,6 +209,23 @@ TEST(DataParallelTrainer, RanksOfBTrainLikeOneProcessOfNB) {
   std::fclose(null);
 }
 
+// With gradient accumulation every micro-batch's loss travels in the last bucket: 2 ranks of 2
+// rows, 2 micro-batches a step, log the losses one process of 4 rows logs, within float32 rounding.
+TEST(DataParallelTrainer, AccumulatedMicroBatchesTrainLikeOneProcess) {
+  TempDir dir;
+  write_file_atomically(dir / "corpus.txt", generated_text(14));
+  std::FILE* null = quiet();
+  TrainOptions alone = options_for(dir, "alone", 4), ranked = options_for(dir, "ranked", 2);
+  alone.accum = ranked.accum = 2;
+  alone.steps = ranked.steps = 20;
+  train_model(alone, null);
+  run_ranks(2, [&](int, dist::Communicator& comm) { train_model(ranked, null, {}, {}, &comm); });
+  const auto expected = logged_losses(dir / "alone"), got = logged_losses(dir / "ranked");
+  ASSERT_EQ(got.size(), 20u);
+  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << step;
+  std::fclose(null);
+}
+
 // The data-parallel path adds nothing of its own: one rank is bitwise one plain process.
 TEST(DataParallelTrainer, OneRankIsBitwiseAPlainRun) {
   TempDir dir;
