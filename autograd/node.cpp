@@ -78,11 +78,26 @@ Grads MultiOutputNode::apply_outputs(const std::vector<Tensor>& grad_outputs) {
   return fn_(grad_outputs);
 }
 
+namespace {
+
+// Whether the leaf may keep `g` itself as its gradient (PyTorch's AccumulateGrad does the same):
+// nobody else can reach it (the engine hands it over, and no other node's gradient or view shares
+// it), and it is laid out as a fresh gradient would be, filling exactly its own memory.
+bool can_keep(const Tensor& g, const Tensor& leaf) {
+  return g.is_sole_owner() && !g.requires_grad() && g.is_contiguous() && g.offset() == 0 &&
+         g.shape() == leaf.shape() && g.dtype() == leaf.dtype() && g.device() == leaf.device() &&
+         g.storage()->nbytes() == static_cast<size_t>(g.numel()) * dtype_size(g.dtype());
+}
+
+}  // namespace
+
 Grads AccumulateGrad::apply(const Tensor& grad_output) {
   const Tensor current = leaf_.grad();
   if (!current.defined()) {
-    // A fresh contiguous tensor: the incoming gradient may be a broadcast view or shared.
-    leaf_.set_grad(copy_to(grad_output, grad_output.device()));
+    // The first gradient: kept as it is when nothing else can reach it (a weight's gradient from
+    // its product, most often), else a fresh contiguous copy (it may be a broadcast view, a slice
+    // of a larger buffer, or another node's gradient too).
+    leaf_.set_grad(can_keep(grad_output, leaf_) ? grad_output : copy_to(grad_output, grad_output.device()));
   } else {
     backend_for(current).binary(BinaryOp::Add, current, grad_output, current);
     current.bump_version();

@@ -46,6 +46,10 @@ class Tensor {
   TensorImpl* impl_ptr() const { return impl_.get(); }
   // True when both handles refer to the same tensor (not merely equal values).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // True when this handle is the only way to reach the tensor and its memory: no other handle
+  // shares the tensor, and no other tensor (a view) shares its storage. Its owner may then keep
+  // the memory as its own (autograd's AccumulateGrad keeps such a gradient rather than copy it).
+  bool is_sole_owner() const { return impl_.use_count() == 1 && state().storage.use_count() == 1; }
 
   // Description.
   const Shape& shape() const { return state().shape; }

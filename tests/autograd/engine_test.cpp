@@ -403,5 +403,56 @@ TEST(Engine, ALeafUsedTwiceHasOneAccumulator) {
   EXPECT_TRUE(all_close(x.grad(), map_values(x, [](double v) { return (2 * v + v * v) * std::exp(v); }), 1e-10));
 }
 
+// A leaf keeps its first gradient without a copy when nothing else can reach it, and copies it when
+// something can: a gradient another node also received, one its node still holds (a retained
+// graph), or one the caller holds. Whatever was kept, the gradients stay right and never alias.
+TEST(Engine, ALeafKeepsAGradientNothingElseReaches) {
+  // An op of a's whose backward makes a fresh gradient (kept), or hands out one it also holds.
+  const void* made = nullptr;
+  Tensor held;
+  const auto op = [&](const Tensor& a, bool hold) {
+    return autograd::record("test_op", {a}, product(a, full(a.shape(), 3.0, kFloat64)),
+                            [&, hold](const Tensor& g) -> autograd::Grads {
+                              Tensor out = product(g, full(g.shape(), 3.0, kFloat64));
+                              made = out.raw_data();
+                              if (hold) held = out;
+                              return {out};
+                            });
+  };
+  Tensor a = leaf({2, 3});
+  backward(sum(op(a, false)));
+  EXPECT_EQ(a.grad().raw_data(), made) << "kept, not copied";
+  EXPECT_TRUE(all_close(a.grad(), full({2, 3}, 3.0, kFloat64), 0));
+  Tensor b = leaf({2, 3});
+  backward(sum(op(b, true)));
+  EXPECT_NE(b.grad().raw_data(), made) << "copied: the op's closure still holds its gradient";
+  fill_(held, 0.0);
+  EXPECT_TRUE(all_close(b.grad(), full({2, 3}, 3.0, kFloat64), 0));
+
+  // y = c + d hands the same gradient to both leaves: one of them must copy it. Two passes add up,
+  // and a change to one leaf's gradient leaves the other's alone.
+  Tensor c = leaf({4}), d = leaf({4});
+  for (int pass = 0; pass < 2; ++pass) backward(sum(c + d));
+  EXPECT_NE(c.grad().raw_data(), d.grad().raw_data());
+  Tensor c_grad = c.grad();
+  fill_(c_grad, 0.0);
+  EXPECT_TRUE(all_close(d.grad(), full({4}, 2.0, kFloat64), 0));
+
+  // A retained graph runs the same nodes twice: the second pass must not add into what the first
+  // kept (the mean's backward makes its gradient afresh each pass, so this checks the sum).
+  Tensor e = leaf({5});
+  const Tensor loss = mean(e * 2.0);
+  backward(loss, Tensor(), /*retain_graph=*/true);
+  backward(loss);
+  EXPECT_TRUE(all_close(e.grad(), full({5}, 0.8, kFloat64), 1e-15));
+
+  // The caller's own gradient for a leaf it differentiates directly is copied, not taken.
+  Tensor f = leaf({3});
+  Tensor seed = full({3}, 5.0, kFloat64);
+  backward(f, seed);
+  fill_(seed, 0.0);
+  EXPECT_TRUE(all_close(f.grad(), full({3}, 5.0, kFloat64), 0));
+}
+
 }  // namespace
 }  // namespace linea
