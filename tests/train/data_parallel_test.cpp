@@ -209,37 +209,43 @@ TEST(DataParallelTrainer, RanksOfBTrainLikeOneProcessOfNB) {
   std::fclose(null);
 }
 
+// A run of `steps` steps in one process with batch `alone_batch` ("alone") and the same run on
+// `ranks` ranks of `ranked_batch` ("ranked"), over a corpus drawn from `seed`, with `accum`
+// micro-batches a step: their results (rank 0's for the ranked run), the logs in `dir`.
+std::pair<TrainResult, TrainResult> alone_and_ranked(const TempDir& dir, uint64_t seed, int ranks, int64_t alone_batch,
+                                                     int64_t ranked_batch, int64_t steps, int64_t accum = 1) {
+  write_file_atomically(dir / "corpus.txt", generated_text(seed));
+  std::FILE* null = quiet();
+  TrainOptions alone = options_for(dir, "alone", alone_batch), ranked = options_for(dir, "ranked", ranked_batch);
+  alone.steps = ranked.steps = steps;
+  alone.accum = ranked.accum = accum;
+  const TrainResult a = train_model(alone, null);
+  TrainResult b;
+  run_ranks(ranks, [&](int rank, dist::Communicator& comm) {
+    const TrainResult r = train_model(ranked, null, {}, {}, &comm);
+    if (rank == 0) b = r;
+  });
+  std::fclose(null);
+  return {a, b};
+}
+
 // With gradient accumulation every micro-batch's loss travels in the last bucket: 2 ranks of 2
 // rows, 2 micro-batches a step, log the losses one process of 4 rows logs, within float32 rounding.
 TEST(DataParallelTrainer, AccumulatedMicroBatchesTrainLikeOneProcess) {
   TempDir dir;
-  write_file_atomically(dir / "corpus.txt", generated_text(14));
-  std::FILE* null = quiet();
-  TrainOptions alone = options_for(dir, "alone", 4), ranked = options_for(dir, "ranked", 2);
-  alone.accum = ranked.accum = 2;
-  alone.steps = ranked.steps = 20;
-  train_model(alone, null);
-  run_ranks(2, [&](int, dist::Communicator& comm) { train_model(ranked, null, {}, {}, &comm); });
+  alone_and_ranked(dir, 14, 2, 4, 2, 20, /*accum=*/2);
   const auto expected = logged_losses(dir / "alone"), got = logged_losses(dir / "ranked");
   ASSERT_EQ(got.size(), 20u);
   for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << step;
-  std::fclose(null);
 }
 
 // The data-parallel path adds nothing of its own: one rank is bitwise one plain process.
 TEST(DataParallelTrainer, OneRankIsBitwiseAPlainRun) {
   TempDir dir;
-  write_file_atomically(dir / "corpus.txt", generated_text(12));
-  std::FILE* null = quiet();
-  TrainOptions plain = options_for(dir, "plain", 4), ranked = options_for(dir, "ranked", 4);
-  plain.steps = ranked.steps = 12;
-  const TrainResult a = train_model(plain, null);
-  TrainResult b;
-  run_ranks(1, [&](int, dist::Communicator& comm) { b = train_model(ranked, null, {}, {}, &comm); });
-  EXPECT_EQ(logged_losses(dir / "plain"), logged_losses(dir / "ranked"));
+  const auto [a, b] = alone_and_ranked(dir, 12, 1, 4, 4, 12);
+  EXPECT_EQ(logged_losses(dir / "alone"), logged_losses(dir / "ranked"));
   EXPECT_EQ(a.test_loss, b.test_loss);
   EXPECT_EQ(a.sample, b.sample);
-  std::fclose(null);
 }
 
 // A checkpoint of 2 ranks of 4 resumes in one process of 8 (the global batch kept), and goes on
