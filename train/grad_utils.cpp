@@ -33,10 +33,11 @@ Tensor grad_norm_squared(const std::vector<Tensor>& params) {
   return grads.empty() ? Tensor() : sum(sum_squares(grads));
 }
 
-double grad_norm(const std::vector<Tensor>& params) {
-  const Tensor squared = grad_norm_squared(params);
-  return squared.defined() ? std::sqrt(squared.item()) : 0.0;
+double read_norm(const Tensor& norm_squared) {
+  return norm_squared.defined() ? std::sqrt(norm_squared.item()) : 0.0;
 }
+
+double grad_norm(const std::vector<Tensor>& params) { return read_norm(grad_norm_squared(params)); }
 
 ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   LINEA_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got ", max_norm);

@@ -16,6 +16,8 @@ double grad_norm(const std::vector<Tensor>& params);
 // when no parameter has a gradient). A training step queues it before it reads the loss, so that
 // one wait for the device serves both (train_step.cpp).
 Tensor grad_norm_squared(const std::vector<Tensor>& params);
+// The norm from that square, read from its device (a wait); 0 for an undefined one (no gradient).
+double read_norm(const Tensor& norm_squared);
 
 struct ClipResult {
   double norm = 0.0;     // before clipping

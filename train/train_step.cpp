@@ -49,7 +49,7 @@ StepResult plain_step(nn::LanguageModel& model, Optimizer& optimizer, const std:
       return r;
     }
   }
-  update(r, optimizer, clip, norm_squared.defined() ? std::sqrt(norm_squared.item()) : 0.0);
+  update(r, optimizer, clip, read_norm(norm_squared));
   return r;
 }
 
@@ -76,7 +76,7 @@ StepResult parallel_step(nn::LanguageModel& model, Optimizer& optimizer, const s
   if (micro_batches.empty()) parallel.gradients.share({}, parallel.stop_requested);
   parallel.gradients.finish();
   const Tensor norm_squared = grad_norm_squared(model.parameters());
-  const double norm = norm_squared.defined() ? std::sqrt(norm_squared.item()) : 0.0;  // the step's wait
+  const double norm = read_norm(norm_squared);  // the step's wait
   const Agreement agreed = parallel.gradients.agreement();
   for (double loss : agreed.losses) r.loss += loss * scale;
   r.loss_finite = std::isfinite(r.loss);

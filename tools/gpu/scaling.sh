@@ -43,12 +43,12 @@ if [ "$half" -ge 1 ] && [ -z "${NO_SOCKET:-}" ]; then
   wait
 fi
 cat "$out"
-python3 - "$out" <<'PY'
+python3 - "$out" "$(dirname "$0")" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[2])
+from scaling_figure import plain_tok_s
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-# One GPU's plain step: the --gpus 1 run's step timed alone, without collectives.
-one = {r["model"]: r["B"] * r["T"] / r["alone_step_ms"] * 1000 for r in rows
-       if r["gpus"] == 1 and r["transport"] == "default"}
+one = plain_tok_s(rows)
 print("\n| model | GPUs | transport | tokens/s | speed-up | efficiency | share lost to all-reduce |")
 print("|---|---|---|---|---|---|---|")
 for r in rows:

@@ -12,11 +12,17 @@ import sys
 import svg_chart
 
 
+def plain_tok_s(rows):
+    """Each model's tokens/s on one GPU's plain step: the --gpus 1 run's step timed alone, without
+    collectives (scaling.sh's baseline too)."""
+    return {r["model"]: r["B"] * r["T"] / r["alone_step_ms"] * 1000 for r in rows
+            if r["gpus"] == 1 and r["transport"] == "default"}
+
+
 def main():
     path, svg_path = sys.argv[1], sys.argv[2]
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    plain = {r["model"]: r["B"] * r["T"] / r["alone_step_ms"] * 1000 for r in rows
-             if r["gpus"] == 1 and r["transport"] == "default"}
+    plain = plain_tok_s(rows)
     gpus = sorted({r["gpus"] for r in rows})
     speed, efficiency, legend = [], [], []
     for i, model in enumerate(sorted(plain)):
