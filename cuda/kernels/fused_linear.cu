@@ -131,13 +131,43 @@ __device__ void stage_rows(const ProductArgs<T>& a, const double (&mean)[kRows],
   }
 }
 
+// The input norm's gain and shift at the thread's first kNormRegisters staged channels
+// (threadIdx.x + i * threads), loaded before the kernel waits for its input: they are parameters,
+// no earlier kernel's output, and read after the wait they were a trip to memory between the
+// statistics and the products.
+constexpr int kNormRegisters = 4;
+
+template <class T, int kWarps>
+struct NormParameters {
+  T gain[kNormRegisters], shift[kNormRegisters];
+
+  __device__ __forceinline__ void load(const ProductArgs<T>& a) {
+#pragma unroll
+    for (int i = 0; i < kNormRegisters; ++i) {
+      const int64_t c = threadIdx.x + i * 32 * kWarps;
+      gain[i] = a.norm_weight && c < a.in ? __ldg(a.norm_weight + c) : T(1);
+      shift[i] = a.norm_bias && c < a.in ? __ldg(a.norm_bias + c) : T(0);
+    }
+  }
+};
+
 // The whole rows, staged as they are, normed in place.
 template <class T, int kRows, int kWarps>
 __device__ void norm_staged(const ProductArgs<T>& a, const double (&mean)[kRows], const double (&rstd)[kRows],
-                            T* staged) {
-  for (int n = 0; n < a.rows; ++n)
-    for (int64_t c = threadIdx.x; c < a.in; c += 32 * kWarps)
+                            const NormParameters<T, kWarps>& params, T* staged) {
+  constexpr int64_t kThreads = 32 * kWarps;
+  for (int n = 0; n < a.rows; ++n) {
+#pragma unroll
+    for (int i = 0; i < kNormRegisters; ++i) {
+      const int64_t c = threadIdx.x + i * kThreads;
+      if (c < a.in)
+        staged[n * a.stage + c] =
+            normed_value(staged[n * a.stage + c], mean[n], rstd[n], params.gain[i], params.shift[i],
+                         a.norm_bias != nullptr);
+    }
+    for (int64_t c = threadIdx.x + kNormRegisters * kThreads; c < a.in; c += kThreads)
       staged[n * a.stage + c] = normed_value(staged[n * a.stage + c], mean[n], rstd[n], a.norm_weight, a.norm_bias, c);
+  }
 }
 
 // A warp's products of one output's row of weights with the staged part (len columns) go in
@@ -207,6 +237,23 @@ __device__ __forceinline__ void prefetch_row(const T* row, int64_t from, int64_t
     prefetch_to_l2(row + from + l * kLine);
 }
 
+// The rows a warp takes after its first (a matrix of more outputs than the grid has warps, such
+// as the head's 8192): at most kLaterRows of them asked of L2 before the wait, so that after it
+// their loads find them there instead of going to memory one row after another.
+constexpr int kLaterRows = 4;
+
+template <class T, int kWarps, bool kGated>
+__device__ __forceinline__ void prefetch_later_rows(const ProductArgs<T>& a, int64_t groups) {
+  const int warp = threadIdx.x / 32;
+  int n = 0;
+  for (int64_t group = blockIdx.x + gridDim.x; group < groups && n < kLaterRows; group += gridDim.x, ++n) {
+    const int64_t j = group * kWarps + warp;
+    if (j >= a.outputs) break;
+    prefetch_row(a.weight + j * a.in, 0, a.in);
+    if constexpr (kGated) prefetch_row(a.up_weight + j * a.in, 0, a.in);
+  }
+}
+
 // Grid-stride over groups of kWarps outputs; warp w of a block computes output group * kWarps + w
 // for every input row at once. Launched overlapped (cuda/launch.cuh): the weights are no earlier
 // kernel's output, so each warp loads the first batch of its first row, and asks L2 for more,
@@ -220,42 +267,49 @@ __global__ void __launch_bounds__(32 * kWarps) fused_linear_kernel(ProductArgs<T
   const bool normed = a.norm != RowNorm::None;
   const int64_t first = blockIdx.x * kWarps + warp;
   const bool preloaded = first < a.outputs;
+  const int lane = threadIdx.x % 32;
+  const int64_t groups = (a.outputs + kWarps - 1) / kWarps;
   WeightBatch<T, kWidth, kGated> batch;
+  T first_bias = T(0), first_up_bias = T(0);  // the first output's biases, lane n for input row n
   if (preloaded) {
     const T* w_row = a.weight + first * a.in;
     const T* u_row = kGated ? a.up_weight + first * a.in : nullptr;
-    load_batch<T, kWidth, kGated>(batch, w_row, u_row, (threadIdx.x % 32) * kWidth, std::min(a.in, a.stage));
+    load_batch<T, kWidth, kGated>(batch, w_row, u_row, lane * kWidth, std::min(a.in, a.stage));
     const int64_t rest = a.in < kBatchColumns<kWidth> ? a.in : kBatchColumns<kWidth>;  // (by value: no ODR use)
     prefetch_row(w_row, rest, a.in);
     if constexpr (kGated) prefetch_row(u_row, rest, a.in);
+    if (lane < a.rows && a.bias) first_bias = __ldg(a.bias + first);
+    if (kGated && lane < a.rows && a.up_bias) first_up_bias = __ldg(a.up_bias + first);
   }
-  wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
+  prefetch_later_rows<T, kWarps, kGated>(a, groups);
   // The whole rows fit: stage them once for every group, and take the statistics from there.
   const bool staged_once = a.stage >= a.in;
+  NormParameters<T, kWarps> norm_params;
+  if (normed && staged_once) norm_params.load(a);
+  wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
   if (staged_once) {
     stage_rows<T, kRows, kWarps>(a, mean, rstd, 0, a.in, false, staged);
     if (normed) {
       __syncthreads();
       row_statistics<T, kRows, kWarps>(a, staged, a.stage, mean, rstd);
       __syncthreads();
-      norm_staged<T, kRows, kWarps>(a, mean, rstd, staged);
+      norm_staged<T, kRows, kWarps>(a, mean, rstd, norm_params, staged);
     }
   } else if (normed) {
     row_statistics<T, kRows, kWarps>(a, a.x, a.x_stride, mean, rstd);
   }
 
-  const int64_t groups = (a.outputs + kWarps - 1) / kWarps;
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
     const int64_t j = group * kWarps + warp;
     const bool active = j < a.outputs;
     const T* w_row = a.weight + (active ? j : 0) * a.in;
     const T* u_row = kGated ? a.up_weight + (active ? j : 0) * a.in : nullptr;
     // The epilogue's operands, lane n for input row n: asked for now, so that their trip to memory
-    // overlaps the products instead of following them.
-    const int lane = threadIdx.x % 32;
-    const bool ends_row = active && lane < a.rows;
-    const T bias = ends_row && a.bias ? a.bias[j] : T(0);
-    const T up_bias = kGated && ends_row && a.up_bias ? a.up_bias[j] : T(0);
+    // overlaps the products instead of following them (the first group's biases came before the
+    // wait).
+    const bool ends_row = active && lane < a.rows, first_group = group == blockIdx.x;
+    const T bias = first_group ? first_bias : ends_row && a.bias ? a.bias[j] : T(0);
+    const T up_bias = first_group ? first_up_bias : kGated && ends_row && a.up_bias ? a.up_bias[j] : T(0);
     const T residual = ends_row && a.residual ? a.residual[lane * a.residual_stride + j] : T(0);
     T acc[kRows] = {}, up[kRows] = {};
     for (int64_t start = 0; start < a.in; start += a.stage) {

@@ -132,6 +132,16 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   const char* state_bytes = reinterpret_cast<const char*>(s_in);
   for (int64_t at = threadIdx.x * 128; at < a.dv * a.dk * static_cast<int64_t>(sizeof(T)); at += kStepThreads * 128)
     prefetch_to_l2(state_bytes + at);
+  // The parameters are no kernel's output: the output norm's gain at the thread's first channel is
+  // loaded now (read after the products, it was a trip to memory at the kernel's end), and the
+  // gates' biases asked of L2.
+  const T first_gain = a.norm_weight && threadIdx.x < a.dv ? __ldg(a.norm_weight + threadIdx.x) : T(1);
+  const int64_t refined_width = a.refined_on_keys ? a.dk : a.dv;
+  const T* biases[] = {a.bias_a, a.bias_c, a.key_gate_bias, a.value_gate_bias};
+  const int64_t widths[] = {refined_width, refined_width, a.key_gate.width, a.value_gate.width};
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    if (biases[i] && threadIdx.x < widths[i]) prefetch_to_l2(biases[i] + h * widths[i] + threadIdx.x);
   wait_for_prior_kernels();
 
   // 0. The loads. Every input the thread reads is asked for here, before any is used, so that the
@@ -228,8 +238,10 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
     rstd = T(1) / sqrt(total / static_cast<T>(a.dv) + a.norm_eps);
   }
   T* out = a.out + task * a.dv;
-  for (int64_t j = threadIdx.x; j < a.dv; j += kStepThreads)
-    out[j] = a.output_norm ? o[j] * rstd * (a.norm_weight ? a.norm_weight[j] : T(1)) : o[j];
+  for (int64_t j = threadIdx.x; j < a.dv; j += kStepThreads) {
+    const T gain = j == threadIdx.x ? first_gain : a.norm_weight ? a.norm_weight[j] : T(1);
+    out[j] = a.output_norm ? o[j] * rstd * gain : o[j];
+  }
 }
 
 }  // namespace
