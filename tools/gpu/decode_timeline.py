@@ -34,19 +34,24 @@ def main():
     kernels.sort()
     n = args.nodes
     names = [k[2] for k in kernels]
-    # The replays: the last window of `take` periods of n kernels with the same names (the bench
-    # may run a few kernels after them). A step begins at the node after the largest gap, the
-    # graph's launch.
-    take = min(args.steps, len(kernels) // n - 1)
-    for first in range(len(kernels) - take * n, -1, -1):
-        if all(names[first + i] == names[first + i + n] for i in range((take - 1) * n)):
-            break
-    else:
-        raise SystemExit(f"no {take} repeating sequences of {n} kernels in the trace")
+    # The replays: the last stretch of the trace where every kernel's name equals the name n
+    # kernels on (the bench may run a few kernels after them), at most `steps` periods of it. A
+    # step begins at the node after the largest gap, the graph's launch.
+    same = [names[i] == names[i + n] for i in range(len(names) - n)]
+    end = len(same)
+    while end > 0 and not same[end - 1]:
+        end -= 1
+    begin = end
+    while begin > 0 and same[begin - 1]:
+        begin -= 1
+    periods = (end - begin) // n + 1  # whole periods of kernels [begin, end + n)
+    if periods < 3:
+        raise SystemExit(f"no stretch of repeating sequences of {n} kernels in the trace")
+    take = min(args.steps, periods - 1)
+    first = end + n - (take + 1) * n
     gaps = [statistics.median(kernels[first + s * n + i][0] - kernels[first + s * n + i - 1][1] for s in range(1, take))
             for i in range(n)]
     first += max(range(n), key=lambda i: gaps[i])
-    take -= 1
     short = short_names(names[first:first + n])
     durations = [[] for _ in range(n)]
     adds = [[] for _ in range(n)]
