@@ -4,17 +4,20 @@
 // about a dozen (the query's and the key's maps, the running max, the refined gate, the scan, the
 // norm, and the copies between them); this is one, for GLA's and Fast Decay's log-sigmoid gates too.
 //
-// One block per (batch, head), 16 warps. In shared memory: phi(q), phi(k), exp of the key-side
-// and value-side log decays (the key side's three log terms first), v, and the read-out o. The block
+// One block per (batch, head), 16 warps. In shared memory: q and k as they come, the key side's
+// three log-decay terms, exp of the value side's log decay, v, and the read-out o. The block
 //   0. asks for every input at once: q, k, v and the gates into shared memory, the key max and
 //      each warp's first tile of the state into registers (one wait on memory, not one per phase);
-//   1. takes the maxima of q and k (normalized exp: a warp max, then the warps' maxima in warp
-//      order), then writes the maps and the decays, every thread a strided share of the channels;
+//   1. takes the maxima of q and k (normalized exp), every warp for itself over all channels;
 //   2. updates the state, a warp per row (its lanes along the contiguous key dim, so the reads and
 //      writes of S are coalesced), each warp kRowsAtOnce rows at a time so that their loads are in
 //      flight together (one row after another, a warp waited on every load: 12.8 us per layer on
-//      an H200 at dk = dv = 64 with 8 warps), and sums each row's read-out by a warp butterfly;
-//   3. normalizes o by the RMS of its dv entries (a block sum in warp order) and writes it.
+//      an H200 at dk = dv = 64 with 8 warps), with the maps and the key-side decays of its lanes'
+//      channels computed by the warp itself, and sums each row's read-out by a warp butterfly;
+//   3. normalizes o by the RMS of its dv entries (every warp sums them itself, in the same order)
+//      and writes it.
+// A barrier of 16 warps is a link in the chain that decodes a token: the kernel has two, after the
+// loads and after the read-out. (It had nine: six in block-wide reductions, one after the maps.)
 // Every reduction combines in a fixed order: the same input gives the same bits on every run.
 // The new state may be written over the old (new_state == state, the layer's decoding loop): each
 // element is read, then written, by one thread, and the key max is written after a barrier that
@@ -60,17 +63,14 @@ struct StepArgs {
   T scale, floor, normalizer, norm_eps;
 };
 
-// The block's max (NaN if any operand is) or sum of one value per thread, in warp order; every
-// thread gets it. `scratch` holds kWarps values; the barriers make it reusable at once.
+// The max (NaN if any is) or the sum of x[0..n), a warp's lanes striding over it then a butterfly:
+// every lane of every warp that calls it gets the same value, with no barrier.
 template <class T, bool kMax>
-__device__ T block_reduce(T v, T* scratch) {
-  v = kMax ? warp_max(v) : warp_sum(v);
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  T total = scratch[0];
-  for (int w = 1; w < kWarps; ++w) total = kMax ? scalar::max_nan(total, scratch[w]) : total + scratch[w];
-  __syncthreads();
-  return total;
+__device__ T warp_reduce_all(const T* x, int64_t n) {
+  const int lane = threadIdx.x % 32;
+  T v = kMax ? T(-INFINITY) : T(0);
+  for (int64_t c = lane; c < n; c += 32) v = kMax ? scalar::max_nan(v, x[c]) : v + (x[c] * x[c]);
+  return kMax ? warp_max(v) : warp_sum(v);
 }
 
 template <class T>
@@ -111,15 +111,14 @@ struct StateTile {
 template <class T>
 __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a) {
   extern __shared__ unsigned char shared_bytes[];
-  T* phi_q = reinterpret_cast<T*>(shared_bytes);  // q, then its map
-  T* phi_k = phi_q + a.dk;                         // k, then its map
-  T* decay_k = phi_k + a.dk;                       // the key-side gate's log terms, then the decay
-  T* refined_k = decay_k + a.dk;
+  T* q_raw = reinterpret_cast<T*>(shared_bytes);
+  T* k_raw = q_raw + a.dk;
+  T* log_decay_k = k_raw + a.dk;  // the key-side gate's three log terms
+  T* refined_k = log_decay_k + a.dk;
   T* gated_k = refined_k + a.dk;
   T* decay_v = gated_k + a.dk;
   T* v = decay_v + a.dv;
   T* o = v + a.dv;
-  T* scratch = o + a.dv;
 
   const int64_t task = blockIdx.x, b = task / a.heads, h = task % a.heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -157,9 +156,9 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   const T* vr = a.v.row(b, h);
   for (int64_t c = threadIdx.x; c < a.dk || c < a.dv; c += kStepThreads) {
     if (c < a.dk) {
-      phi_q[c] = qr[c];
-      phi_k[c] = kr[c];
-      decay_k[c] = a.gk.present() ? a.gk.at(b, h, c) : T(0);
+      q_raw[c] = qr[c];
+      k_raw[c] = kr[c];
+      log_decay_k[c] = a.gk.present() ? a.gk.at(b, h, c) : T(0);
       refined_k[c] = refined && a.refined_on_keys ? refined_decay(a, b, h, c, a.dk) : T(0);
       gated_k[c] = a.key_gate.present() ? log_sigmoid_decay(a, a.key_gate, a.key_gate_bias, b, h, c) : T(0);
     }
@@ -173,40 +172,39 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   }
   __syncthreads();
 
-  // 1. The maps and the key-side decays: the maxima of q and k (normalized exp: a warp max, then
-  // the warps' maxima in warp order), then each thread its channels.
+  // 1. The maxima of q and k (normalized exp), every warp for itself over all channels.
   T q_shift = 0, k_shift = 0, lambda = 0;
   if (a.normalized_exp) {
-    T mq = -INFINITY, mk = -INFINITY;
-    for (int64_t c = threadIdx.x; c < a.dk; c += kStepThreads) {
-      mq = scalar::max_nan(mq, phi_q[c]);
-      mk = scalar::max_nan(mk, phi_k[c]);
-    }
-    q_shift = block_reduce<T, true>(mq, scratch);
-    const T row_max = block_reduce<T, true>(mk, scratch);
+    q_shift = warp_reduce_all<T, true>(q_raw, a.dk);
+    const T row_max = warp_reduce_all<T, true>(k_raw, a.dk);
     k_shift = row_max;
     if (a.key_max) {
       if (!scalar::takes_over(row_max, previous_max)) k_shift = previous_max;
       lambda = previous_max - k_shift;
     }
   }
-  for (int64_t c = threadIdx.x; c < a.dk; c += kStepThreads) {
-    phi_q[c] = a.normalized_exp ? a.scale * exp(phi_q[c] - q_shift) : a.scale * phi_q[c];
-    phi_k[c] = a.normalized_exp ? exp(phi_k[c] - k_shift) : phi_k[c];
-    decay_k[c] = exp(lambda + decay_k[c] + refined_k[c] + gated_k[c]);  // absent terms add an exact 0
-  }
-  __syncthreads();
-  // After the barrier: every thread has read key_max, which new_key_max may be (in place).
+  // After the barrier above: every thread has read key_max, which new_key_max may be (in place).
   if (a.normalized_exp && threadIdx.x == 0) a.new_key_max[task] = k_shift;
 
   // 2. The state, a warp per row, kRowsAtOnce rows at a time so that their loads are in flight
   // together (one row after another, a warp waited on every load: 12.8 us per layer on an H200 at
-  // dk = dv = 64 with 8 warps), and each row's read-out summed by a warp butterfly.
+  // dk = dv = 64 with 8 warps), and each row's read-out summed by a warp butterfly. The maps and the
+  // key-side decays at the lane's channels are computed by each warp for itself (three exponentials
+  // a channel), so that no barrier waits on them.
   for (int64_t first = warp; first < a.dv; first += kWarps * kRowsAtOnce) {
     T dots[kRowsAtOnce] = {};
     for (int64_t c0 = 0; c0 < a.dk; c0 += 32 * kTileChunks) {
       StateTile<T> tile = first_tile;
       if (first != warp || c0 != 0) tile.load(s_in, first, c0, lane, a.dk, a.dv);
+      T phi_q[kTileChunks] = {}, phi_k[kTileChunks] = {}, decay_k[kTileChunks] = {};
+#pragma unroll
+      for (int q = 0; q < kTileChunks; ++q) {
+        const int64_t c = c0 + lane + 32 * q;
+        if (c >= a.dk) continue;
+        phi_q[q] = a.normalized_exp ? a.scale * exp(q_raw[c] - q_shift) : a.scale * q_raw[c];
+        phi_k[q] = a.normalized_exp ? exp(k_raw[c] - k_shift) : k_raw[c];
+        decay_k[q] = exp(lambda + log_decay_k[c] + refined_k[c] + gated_k[c]);  // absent terms add an exact 0
+      }
 #pragma unroll
       for (int r = 0; r < kRowsAtOnce; ++r) {
         const int64_t j = first + r * kWarps;
@@ -214,9 +212,9 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
         for (int q = 0; q < kTileChunks; ++q) {
           const int64_t c = c0 + lane + 32 * q;
           if (j < a.dv && c < a.dk) {
-            const T s = decay_v[j] * tile.s[r][q] * decay_k[c] + v[j] * phi_k[c];
+            const T s = decay_v[j] * tile.s[r][q] * decay_k[q] + v[j] * phi_k[q];
             s_out[j * a.dk + c] = s;
-            dots[r] += s * phi_q[c];
+            dots[r] += s * phi_q[q];
           }
         }
       }
@@ -232,9 +230,7 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   // 3. The output norm.
   T rstd = 1;
   if (a.output_norm) {
-    T squares = 0;
-    for (int64_t j = threadIdx.x; j < a.dv; j += kStepThreads) squares += o[j] * o[j];
-    const T total = block_reduce<T, false>(squares, scratch);
+    const T total = warp_reduce_all<T, false>(o, a.dv);  // the sum of squares
     rstd = T(1) / sqrt(total / static_cast<T>(a.dv) + a.norm_eps);
   }
   T* out = a.out + task * a.dv;
@@ -287,7 +283,7 @@ void CudaBackend::linear_attention_step(const LinearStepInputs& in, const Linear
     a.norm_eps = static_cast<T>(options.norm_eps);
     const int64_t tasks = in.q.size(0) * in.q.size(1);
     LINEA_CHECK(tasks <= INT32_MAX, op, "too many (batch, head) pairs: ", tasks);
-    const size_t bytes = sizeof(T) * (5 * a.dk + 3 * a.dv + kWarps);
+    const size_t bytes = sizeof(T) * (5 * a.dk + 3 * a.dv);
     launch_overlapped(linear_step_kernel<T>, dim3(static_cast<unsigned>(tasks)), kStepThreads, bytes, device_, stream,
                       op, a);
   });
