@@ -112,6 +112,17 @@ TEST(FusedLinearCuda, LongRowsAreStagedInParts) {
   expect_parity({1, 20000, 9, RowNorm::RMS}, kFloat32, 52);
 }
 
+TEST(FusedLinearCuda, NormParametersPastTheRegistersAreReadFromMemory) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // Rows staged at once whose norm gains and shifts do not all fit the registers each thread
+  // loads before the wait (4 channels a thread): past 2048 channels for a plain product's 512
+  // threads, past 512 for a gated unit's 128; the rest are read from memory.
+  expect_parity({1, 4100, 19, RowNorm::Layer, true, UnaryOp::Silu, true, false, true}, kFloat32, 55);
+  expect_parity({1, 3000, 21, RowNorm::RMS, true, UnaryOp::GeluTanh, true, true, true}, kFloat32, 56);
+  expect_parity({2, 1000, 13, RowNorm::Layer, true, UnaryOp::Relu, false, true, false}, kFloat64, 57);
+}
+
 TEST(FusedLinearCuda, WeightsOffA16ByteBoundary) {
   LINEA_SKIP_WITHOUT_CUDA();
   NoGradGuard no_grad;
