@@ -1,8 +1,10 @@
 // The CUDA fused_linear (cuda/kernels/fused_linear.cu) against the CPU kernel, its oracle: every
 // norm and activation, gated and not, at awkward widths (1, odd ones that take the one-element
-// loads, ones a 16-byte load divides), 1 to 4 input rows (the kernel's two row counts), rows
-// long enough to be staged in parts, weights that start off a 16-byte boundary, and, through the
-// backend directly, more rows than one launch takes; more outputs than the grid has warps.
+// loads, ones a 16-byte load divides), 1 to 4 input rows (one row held in registers: normed up to
+// one batch wide, plain at any length; up to 4 staged in shared memory), rows long enough to be
+// staged in parts, a LayerNorm's input far from zero, weights that start off a 16-byte boundary,
+// and, through the backend directly, more rows than one launch takes; more outputs than the grid
+// has warps.
 #include <string>
 #include <vector>
 
@@ -123,11 +125,58 @@ TEST(FusedLinearCuda, NormParametersPastTheRegistersAreReadFromMemory) {
   expect_parity({2, 1000, 13, RowNorm::Layer, true, UnaryOp::Relu, false, true, false}, kFloat64, 57);
 }
 
+TEST(FusedLinearCuda, OneRowHeldInRegisters) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // One input row: its lanes hold the row (up to a batch: 1024 floats in 16-byte loads, 512
+  // doubles, 256 elements one at a time), the norm folded into the weights; a normed row past a
+  // batch is staged; a row without a norm is read a batch at a time beside the weights, any length.
+  using enum UnaryOp;
+  uint64_t seed = 120;
+  for (DType dtype : {kFloat32, kFloat64})
+    for (const Case& c : std::vector<Case>{{1, 1024, 300, RowNorm::RMS, true, Silu, true, false, true},
+                                           {1, 1028, 77, RowNorm::RMS, true, GeluTanh, true},
+                                           {1, 1028, 77},
+                                           {1, 2048, 513, RowNorm::None, false, Relu, true, false, true},
+                                           {1, 4100, 65, RowNorm::None, true, GeluErf, false, false, true},
+                                           {1, 512, 8192, RowNorm::RMS},
+                                           {1, 512, 1536, RowNorm::Layer, false, Relu, true, false, false},
+                                           {1, 255, 40, RowNorm::Layer, true, Silu, true, false, true},
+                                           {1, 257, 40, RowNorm::RMS},
+                                           {1, 257, 40, RowNorm::None, true, Relu, true, false, true}})
+      expect_parity(c, dtype, seed++);
+}
+
+TEST(FusedLinearCuda, OneRowWithALargeMeanIsNormedAccurately) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // A LayerNorm's input far from zero: the row is centred before its products with the weights
+  // (not after, where the two large sums would cancel).
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Generator gen(130);
+    const Case c{1, 512, 600, RowNorm::Layer, false, UnaryOp::GeluErf, true, false, true};
+    FusedLinearInputs cpu = draw(c, dtype, gen);
+    cpu.x = cpu.x + 1000.0;
+    const Tensor want = fused_linear(cpu, c.options()), got = fused_linear(on_gpu(cpu, false), c.options());
+    EXPECT_TRUE(matches_cpu(got, want, tolerance(dtype, c.in), tolerance(dtype, c.in))) << dtype_name(dtype);
+  }
+}
+
 TEST(FusedLinearCuda, WeightsOffA16ByteBoundary) {
   LINEA_SKIP_WITHOUT_CUDA();
   NoGradGuard no_grad;
   expect_parity({3, 64, 20, RowNorm::RMS, true, UnaryOp::Silu, true, false, true}, kFloat32, 60, /*misaligned=*/true);
   expect_parity({1, 32, 5}, kFloat64, 61, /*misaligned=*/true);
+  // A norm gain off the boundary (the one-row kernel reads an aligned one in 16-byte loads).
+  for (int64_t rows : {1, 2}) {
+    const Case c{rows, 64, 20, RowNorm::Layer, true, UnaryOp::Silu, true, false, true};
+    Generator gen(62);
+    const FusedLinearInputs cpu = draw(c, kFloat32, gen);
+    FusedLinearInputs cuda = on_gpu(cpu, false);
+    cuda.norm_weight = off_boundary(cpu.norm_weight, gpu());
+    const double tol = tolerance(kFloat32, c.in);
+    EXPECT_TRUE(matches_cpu(fused_linear(cuda, c.options()), fused_linear(cpu, c.options()), tol, tol)) << rows;
+  }
 }
 
 TEST(FusedLinearCuda, MoreRowsThanOneLaunchTakes) {
