@@ -145,6 +145,10 @@ TEST(FusedLinearCuda, OneRowHeldInRegisters) {
                                            {1, 257, 40, RowNorm::RMS},
                                            {1, 257, 40, RowNorm::None, true, Relu, true, false, true}})
       expect_parity(c, dtype, seed++);
+  // A plain row staged whole in more than the 48 KiB of shared memory a launch gets by default
+  // (15,000 floats), and one past the stage (17,000 floats: staged in parts by the other kernel).
+  expect_parity({1, 15000, 30, RowNorm::None, true, Silu, true, false, true}, kFloat32, seed++);
+  expect_parity({1, 17000, 30, RowNorm::None, false, Relu, true, false, true}, kFloat32, seed++);
 }
 
 TEST(FusedLinearCuda, OneRowWithALargeMeanIsNormedAccurately) {
