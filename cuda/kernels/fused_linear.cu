@@ -17,67 +17,21 @@
 // overlap the one before it (cuda/launch.cuh): its warps load their first weights, and L2 fetches
 // more, while that kernel still runs. Up to 4 input rows go through one launch
 // (more take several; the op gives more than that to cuBLAS, which reads the weights once for
-// all rows). One input row, the batch-1 decoding step, has a kernel of its own (fused_row_kernel,
-// below): one barrier after the wait instead of three, each warp norming the row in registers.
+// all rows). One input row, the batch-1 decoding step, has a kernel of its own
+// (fused_linear_row.cuh): one barrier after the wait instead of three, each warp norming the row
+// in registers. What the two share, the weights' loads, is in fused_linear_weights.cuh.
 // Every sum is combined in a fixed order: the same input gives the same bits on every run.
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda/kernels/rows.cuh"
-#include "tensor/fused_linear_math.h"
+#include "cuda/kernels/fused_linear_row.cuh"
+#include "cuda/kernels/fused_linear_weights.cuh"
 
 namespace linea::cuda {
 
 namespace {
 
 constexpr int64_t kMaxRowsPerLaunch = 4;
-
-// Warps per block (each owns one output at a time). A plain product runs 16 warps in one block per
-// SM: every block stages and norms the input rows again, and fewer, larger blocks measured faster
-// (a ReGLA decoding step on the H200: 137 -> 129 us against 4 warps and up to 8 blocks per SM;
-// 8 warps per block, or two blocks per SM at 64 registers a thread, were slower). A gated unit
-// holds two rows of weights in flight per lane, too many registers for 16 warps: it keeps 4.
-// The helpers take the warps as a template argument: with their loops striding by blockDim.x
-// instead of a constant, the same ReGLA step took 25 us longer.
-constexpr int warps_per_block(bool gated) { return gated ? 4 : 16; }
-constexpr int64_t kStageBytes = 64 * 1024;       // shared memory for the staged input rows
-
-template <class T>
-struct ProductArgs {
-  const T* x;
-  int64_t x_stride;
-  const T *weight, *bias, *up_weight, *up_bias, *norm_weight, *norm_bias;
-  const T* residual;
-  int64_t residual_stride;
-  T* out;
-  int rows;
-  int64_t in, outputs;
-  int64_t stage;  // elements of each input row staged at a time, a multiple of the load width
-  RowNorm norm;
-  double eps;
-  bool activate;
-  UnaryOp activation;
-};
-
-// kWidth elements loaded together: 16 bytes (float4 / double2), or one element when the weights'
-// rows are not aligned for that.
-template <class T, int kWidth>
-struct alignas(sizeof(T) * kWidth) Pack {
-  T v[kWidth];
-};
-
-template <class T, int kWidth>
-__device__ __forceinline__ Pack<T, kWidth> load_weights(const T* p) {
-  if constexpr (kWidth == 1) {
-    return {{__ldg(p)}};
-  } else if constexpr (sizeof(T) == 4) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-    return {{v.x, v.y, v.z, v.w}};
-  } else {
-    const double2 v = __ldg(reinterpret_cast<const double2*>(p));
-    return {{v.x, v.y}};
-  }
-}
 
 // acc[n] += w . staged row n (kWidth elements at column c of the stage).
 template <class T, int kRows, int kWidth>
@@ -171,32 +125,6 @@ __device__ void norm_staged(const ProductArgs<T>& a, const double (&mean)[kRows]
   }
 }
 
-// A warp's products of one output's row of weights with the staged part (len columns) go in
-// batches of kUnroll 16-byte loads per lane, all issued before any is used (the ones past len
-// predicated off), so that a whole short row is in flight at once.
-constexpr int kUnroll = 8;
-
-template <int kWidth>
-constexpr int64_t kBatchColumns = kUnroll * 32 * kWidth;  // the columns of one batch
-
-template <class T, int kWidth, bool kGated>
-struct WeightBatch {
-  Pack<T, kWidth> w[kUnroll], u[kUnroll];  // u: a gated unit's second row
-};
-
-// The batch whose lane-0 column is `base` - lane * kWidth (each lane loads its own columns).
-template <class T, int kWidth, bool kGated>
-__device__ __forceinline__ void load_batch(WeightBatch<T, kWidth, kGated>& b, const T* w_row, const T* u_row,
-                                           int64_t base, int64_t len) {
-#pragma unroll
-  for (int k = 0; k < kUnroll; ++k) {
-    const int64_t c = base + k * 32 * kWidth;
-    if (c >= len) continue;
-    b.w[k] = load_weights<T, kWidth>(w_row + c);
-    if constexpr (kGated) b.u[k] = load_weights<T, kWidth>(u_row + c);
-  }
-}
-
 template <class T, int kRows, int kWidth, bool kGated>
 __device__ __forceinline__ void use_batch(const WeightBatch<T, kWidth, kGated>& b, const T* staged, int64_t stage,
                                           int64_t base, int64_t len, T (&acc)[kRows], T (&up)[kRows]) {
@@ -225,33 +153,6 @@ __device__ __forceinline__ void dot_row(const T* w_row, const T* u_row, const T*
     WeightBatch<T, kWidth, kGated> b;
     load_batch<T, kWidth, kGated>(b, w_row, u_row, base, len);
     use_batch<T, kRows, kWidth, kGated>(b, staged, stage, base, len, acc, up);
-  }
-}
-
-// Asks the L2 cache for the bytes of a row of weights from column `from` on (at most 8 KB), so
-// that its loads are on their way while the block waits and stages its input.
-template <class T>
-__device__ __forceinline__ void prefetch_row(const T* row, int64_t from, int64_t in) {
-  constexpr int64_t kLine = 128 / sizeof(T);
-  const int64_t lines = std::min<int64_t>((in - from + kLine - 1) / kLine, 64);
-  for (int64_t l = threadIdx.x % 32; l < lines; l += 32)
-    prefetch_to_l2(row + from + l * kLine);
-}
-
-// The rows a warp takes after its first (a matrix of more outputs than the grid has warps, such
-// as the head's 8192): at most kLaterRows of them asked of L2 before the wait, so that after it
-// their loads find them there instead of going to memory one row after another.
-constexpr int kLaterRows = 4;
-
-template <class T, int kWarps, bool kGated>
-__device__ __forceinline__ void prefetch_later_rows(const ProductArgs<T>& a, int64_t groups) {
-  const int warp = threadIdx.x / 32;
-  int n = 0;
-  for (int64_t group = blockIdx.x + gridDim.x; group < groups && n < kLaterRows; group += gridDim.x, ++n) {
-    const int64_t j = group * kWarps + warp;
-    if (j >= a.outputs) break;
-    prefetch_row(a.weight + j * a.in, 0, a.in);
-    if constexpr (kGated) prefetch_row(a.up_weight + j * a.in, 0, a.in);
   }
 }
 
@@ -339,168 +240,6 @@ __global__ void __launch_bounds__(32 * kWarps) fused_linear_kernel(ProductArgs<T
       if (a.residual) v += residual;
       a.out[n * a.outputs + j] = v;
     }
-  }
-}
-
-// ---- One input row (the batch-1 decoding step) ----
-//
-// The staged kernel above puts a chain of block-wide steps between the wait and the products:
-// stage the rows, a barrier, one warp's statistics, a barrier, the norm in place, a barrier. With
-// one input row, after the one barrier that stages it, every warp runs on its own: each lane
-// takes the row's columns its weights meet from shared memory into registers, the warp takes the
-// norm's statistics from its lanes (warp sums, the same in every warp) and norms its lanes'
-// columns in place, once for all the outputs it computes. A normed row must fit one batch of a
-// lane's registers (kBatchColumns: 1024 floats); a row without a norm is read a batch at a time.
-// The sum of squares and the norm are computed in the row's type (the staged kernel computes them
-// in double; a LayerNorm's mean and centring still are): every warp computes them again, and a
-// conversion to double per element and warp cost more than the barriers saved. Side by side on
-// the H200, a ReGLA decoding step went from 8,396 - 8,484 to 8,792 - 8,812 tokens/s, softmax at
-// 2k from 6,615 - 6,636 to 6,745 - 6,787 (docs/benchmarks.md). Folding
-// the norm into the weights instead (r sum_c (w_jc g_c)(x_c - mu) + sum_c w_jc b_c, w g ready
-// before the wait) was much slower: the fold waits for the weights before the warps reach the wait
-// that lets the next kernel start, and every product converted its terms to double (6,600 tokens/s
-// with each warp reading the row from global memory and no barrier, 6,350 with it staged).
-
-// The lane's columns of batch `base` of the staged row (zeros past `len`), as its weights meet them.
-template <class T, int kWidth>
-__device__ __forceinline__ void load_row_batch(Pack<T, kWidth> (&x)[kUnroll], const T* row, int64_t base,
-                                               int64_t len) {
-#pragma unroll
-  for (int k = 0; k < kUnroll; ++k) {
-    const int64_t c = base + k * 32 * kWidth;
-    if (c < len) x[k] = *reinterpret_cast<const Pack<T, kWidth>*>(row + c);
-    else x[k] = Pack<T, kWidth>{};
-  }
-}
-
-// The norm's gain at the lane's columns (`absent` where there is none).
-template <class T, int kWidth>
-__device__ __forceinline__ void load_norm_parameter(Pack<T, kWidth> (&p)[kUnroll], const T* values, T absent,
-                                                    int64_t in) {
-  const int64_t lane_column = (threadIdx.x % 32) * kWidth;
-#pragma unroll
-  for (int k = 0; k < kUnroll; ++k) {
-    const int64_t c = lane_column + k * 32 * kWidth;
-    if (values && c < in) {
-      if constexpr (kWidth == 1) p[k].v[0] = __ldg(values + c);
-      else p[k] = load_weights<T, kWidth>(values + c);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) p[k].v[e] = absent;
-    }
-  }
-}
-
-// The lanes' columns of the row normed in place: (x - mean) / std * gain + shift, the statistics
-// from warp sums over the lanes (the same in every warp). The gain is in registers since before
-// the wait; a LayerNorm's shift is read here (registers for both would spill).
-template <class T, int kWidth>
-__device__ __forceinline__ void norm_held_row(const ProductArgs<T>& a, const T* staged, Pack<T, kWidth> (&x)[kUnroll],
-                                              const Pack<T, kWidth> (&gain)[kUnroll]) {
-  const int64_t lane_column = (threadIdx.x % 32) * kWidth;
-  if (a.norm == RowNorm::Layer) {
-    // The mean in double (from the staged row, which costs fewer registers than the lanes' copies)
-    // and the row centred on it before anything is squared: an input far from zero would
-    // otherwise lose its digits to the rounding of a float mean.
-    double sum = 0;
-    for (int64_t c = threadIdx.x % 32; c < a.in; c += 32) sum += staged[c];
-    const double mean = warp_sum(sum) / a.in;
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      if (lane_column + k * 32 * kWidth >= a.in) continue;
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) x[k].v[e] = static_cast<T>(x[k].v[e] - mean);
-    }
-  }
-  T sq = T(0);
-#pragma unroll
-  for (int k = 0; k < kUnroll; ++k) {
-    if (lane_column + k * 32 * kWidth >= a.in) continue;
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) sq += x[k].v[e] * x[k].v[e];
-  }
-  const T rstd = static_cast<T>(norm_rstd(static_cast<double>(warp_sum(sq)), static_cast<double>(a.in), a.eps));
-#pragma unroll
-  for (int k = 0; k < kUnroll; ++k) {
-    if (lane_column + k * 32 * kWidth >= a.in) continue;
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) {
-      x[k].v[e] = x[k].v[e] * rstd * gain[k].v[e];
-      if (a.norm_bias) x[k].v[e] += __ldg(a.norm_bias + lane_column + k * 32 * kWidth + e);
-    }
-  }
-}
-
-// The lane's share of w . x over one batch.
-template <class T, int kWidth>
-__device__ __forceinline__ T batch_dot(const WeightBatch<T, kWidth, false>& b, const Pack<T, kWidth> (&x)[kUnroll],
-                                       int64_t base, int64_t len) {
-  T acc = T(0);
-#pragma unroll
-  for (int k = 0; k < kUnroll; ++k) {
-    if (base + k * 32 * kWidth >= len) continue;
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) acc += b.w[k].v[e] * x[k].v[e];
-  }
-  return acc;
-}
-
-// Whether fused_row_kernel takes a product: one input row that fits the stage, not a gated unit,
-// and no more than a batch wide when it is normed (its statistics need it all at once).
-template <class T, int kWidth>
-bool takes_one_row(int rows, int64_t in, RowNorm norm, bool gated) {
-  const bool fits = in > 0 && in * static_cast<int64_t>(sizeof(T)) <= kStageBytes;
-  return rows == 1 && !gated && fits && (norm == RowNorm::None || in <= kBatchColumns<kWidth>);
-}
-
-template <class T, int kWidth, int kWarps = warps_per_block(false)>
-__global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  T* staged = reinterpret_cast<T*>(shared);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t lane_column = lane * kWidth;
-  const bool normed = a.norm != RowNorm::None, held = a.in <= kBatchColumns<kWidth>;
-  const int64_t first = blockIdx.x * kWarps + warp, groups = (a.outputs + kWarps - 1) / kWarps;
-  // Before the wait: the first output's first batch of weights and its bias, and the norm's gain,
-  // all in flight (nothing waits for them until after the wait). The later batches of weights are
-  // loaded into the same registers.
-  WeightBatch<T, kWidth, false> w;
-  T first_bias = T(0);
-  if (first < a.outputs) {
-    const T* w_row = a.weight + first * a.in;
-    load_batch<T, kWidth, false>(w, w_row, nullptr, lane_column, a.in);
-    prefetch_row(w_row, held ? a.in : int64_t{kBatchColumns<kWidth>}, a.in);
-    if (lane == 0 && a.bias) first_bias = __ldg(a.bias + first);
-  }
-  prefetch_later_rows<T, kWarps, false>(a, groups);
-  Pack<T, kWidth> gain[kUnroll];
-  if (normed) load_norm_parameter<T, kWidth>(gain, a.norm_weight, T(1), a.in);
-  wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
-  for (int64_t c = threadIdx.x; c < a.in; c += 32 * kWarps) staged[c] = a.x[c];
-  __syncthreads();
-  Pack<T, kWidth> x[kUnroll];
-  if (held) load_row_batch<T, kWidth>(x, staged, lane_column, a.in);
-  if (normed) norm_held_row<T, kWidth>(a, staged, x, gain);
-
-  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
-    const int64_t j = group * kWarps + warp;
-    if (j >= a.outputs) break;  // no barrier below: a warp without an output is done
-    const bool first_group = group == blockIdx.x;
-    const T* w_row = a.weight + j * a.in;
-    const T residual = lane == 0 && a.residual ? a.residual[j] : T(0);
-    const T bias = first_group ? first_bias : lane == 0 && a.bias ? a.bias[j] : T(0);
-    T acc = T(0);
-    for (int64_t base = lane_column; base < a.in; base += kBatchColumns<kWidth>) {
-      if (!first_group || base != lane_column) load_batch<T, kWidth, false>(w, w_row, nullptr, base, a.in);
-      if (!held) load_row_batch<T, kWidth>(x, staged, base, a.in);
-      acc += batch_dot<T, kWidth>(w, x, base, a.in);
-    }
-    acc = warp_sum(acc);
-    if (lane != 0) continue;
-    T v = acc + bias;
-    if (a.activate) v = activation_value(a.activation, v);
-    if (a.residual) v += residual;
-    a.out[j] = v;
   }
 }
 

@@ -1,0 +1,171 @@
+#pragma once
+// fused_linear's kernel for one input row, the batch-1 decoding step (fused_linear.cu launches it
+// and alone includes this file).
+//
+// The staged kernel (fused_linear.cu) puts a chain of block-wide steps between the wait and the
+// products: stage the rows, a barrier, one warp's statistics, a barrier, the norm in place, a
+// barrier. With one input row, after the one barrier that stages it, every warp runs on its own:
+// each lane takes the row's columns its weights meet from shared memory into registers, the warp
+// takes the norm's statistics from its lanes (warp sums, the same in every warp) and norms its
+// lanes' columns in place, once for all the outputs it computes. A normed row must fit one batch
+// of a lane's registers (kBatchColumns: 1024 floats); a row without a norm is read a batch at a
+// time. The sum of squares and the norm are computed in the row's type (the staged kernel computes
+// them in double; a LayerNorm's mean and centring still are): every warp computes them again, and
+// a conversion to double per element and warp cost more than the barriers saved.
+//
+// Side by side on the H200, a ReGLA decoding step went from 8,396 - 8,484 to 8,792 - 8,812
+// tokens/s, softmax at 2k from 6,615 - 6,636 to 6,745 - 6,787 (docs/benchmarks.md). Folding the
+// norm into the weights instead (r sum_c (w_jc g_c)(x_c - mu) + sum_c w_jc b_c, w g ready before
+// the wait) was much slower: the fold waits for the weights before the warps reach the wait that
+// lets the next kernel start, and every product converted its terms to double (6,600 tokens/s with
+// each warp reading the row from global memory and no barrier, 6,350 with it staged).
+#include "cuda/kernels/fused_linear_weights.cuh"
+
+namespace linea::cuda {
+namespace {
+
+// The lane's columns of batch `base` of the staged row (zeros past `len`), as its weights meet them.
+template <class T, int kWidth>
+__device__ __forceinline__ void load_row_batch(Pack<T, kWidth> (&x)[kUnroll], const T* row, int64_t base,
+                                               int64_t len) {
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    const int64_t c = base + k * 32 * kWidth;
+    if (c < len) x[k] = *reinterpret_cast<const Pack<T, kWidth>*>(row + c);
+    else x[k] = Pack<T, kWidth>{};
+  }
+}
+
+// The norm's gain at the lane's columns (`absent` where there is none).
+template <class T, int kWidth>
+__device__ __forceinline__ void load_norm_parameter(Pack<T, kWidth> (&p)[kUnroll], const T* values, T absent,
+                                                    int64_t in) {
+  const int64_t lane_column = (threadIdx.x % 32) * kWidth;
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    const int64_t c = lane_column + k * 32 * kWidth;
+    if (values && c < in) {
+      if constexpr (kWidth == 1) p[k].v[0] = __ldg(values + c);
+      else p[k] = load_weights<T, kWidth>(values + c);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) p[k].v[e] = absent;
+    }
+  }
+}
+
+// The lanes' columns of the row normed in place: (x - mean) / std * gain + shift, the statistics
+// from warp sums over the lanes (the same in every warp). The gain is in registers since before
+// the wait; a LayerNorm's shift is read here (registers for both would spill).
+template <class T, int kWidth>
+__device__ __forceinline__ void norm_held_row(const ProductArgs<T>& a, const T* staged, Pack<T, kWidth> (&x)[kUnroll],
+                                              const Pack<T, kWidth> (&gain)[kUnroll]) {
+  const int64_t lane_column = (threadIdx.x % 32) * kWidth;
+  if (a.norm == RowNorm::Layer) {
+    // The mean in double (from the staged row, which costs fewer registers than the lanes' copies)
+    // and the row centred on it before anything is squared: an input far from zero would
+    // otherwise lose its digits to the rounding of a float mean.
+    double sum = 0;
+    for (int64_t c = threadIdx.x % 32; c < a.in; c += 32) sum += staged[c];
+    const double mean = warp_sum(sum) / a.in;
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (lane_column + k * 32 * kWidth >= a.in) continue;
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) x[k].v[e] = static_cast<T>(x[k].v[e] - mean);
+    }
+  }
+  T sq = T(0);
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    if (lane_column + k * 32 * kWidth >= a.in) continue;
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) sq += x[k].v[e] * x[k].v[e];
+  }
+  const T rstd = static_cast<T>(norm_rstd(static_cast<double>(warp_sum(sq)), static_cast<double>(a.in), a.eps));
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    if (lane_column + k * 32 * kWidth >= a.in) continue;
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) {
+      x[k].v[e] = x[k].v[e] * rstd * gain[k].v[e];
+      if (a.norm_bias) x[k].v[e] += __ldg(a.norm_bias + lane_column + k * 32 * kWidth + e);
+    }
+  }
+}
+
+// The lane's share of w . x over one batch.
+template <class T, int kWidth>
+__device__ __forceinline__ T batch_dot(const WeightBatch<T, kWidth, false>& b, const Pack<T, kWidth> (&x)[kUnroll],
+                                       int64_t base, int64_t len) {
+  T acc = T(0);
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    if (base + k * 32 * kWidth >= len) continue;
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) acc += b.w[k].v[e] * x[k].v[e];
+  }
+  return acc;
+}
+
+// Whether fused_row_kernel takes a product: one input row that fits the stage, not a gated unit,
+// and no more than a batch wide when it is normed (its statistics need it all at once).
+template <class T, int kWidth>
+bool takes_one_row(int rows, int64_t in, RowNorm norm, bool gated) {
+  const bool fits = in > 0 && in * static_cast<int64_t>(sizeof(T)) <= kStageBytes;
+  return rows == 1 && !gated && fits && (norm == RowNorm::None || in <= kBatchColumns<kWidth>);
+}
+
+template <class T, int kWidth, int kWarps = warps_per_block(false)>
+__global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  T* staged = reinterpret_cast<T*>(shared);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t lane_column = lane * kWidth;
+  const bool normed = a.norm != RowNorm::None, held = a.in <= kBatchColumns<kWidth>;
+  const int64_t first = blockIdx.x * kWarps + warp, groups = (a.outputs + kWarps - 1) / kWarps;
+  // Before the wait: the first output's first batch of weights and its bias, and the norm's gain,
+  // all in flight (nothing waits for them until after the wait). The later batches of weights are
+  // loaded into the same registers.
+  WeightBatch<T, kWidth, false> w;
+  T first_bias = T(0);
+  if (first < a.outputs) {
+    const T* w_row = a.weight + first * a.in;
+    load_batch<T, kWidth, false>(w, w_row, nullptr, lane_column, a.in);
+    prefetch_row(w_row, held ? a.in : int64_t{kBatchColumns<kWidth>}, a.in);
+    if (lane == 0 && a.bias) first_bias = __ldg(a.bias + first);
+  }
+  prefetch_later_rows<T, kWarps, false>(a, groups);
+  Pack<T, kWidth> gain[kUnroll];
+  if (normed) load_norm_parameter<T, kWidth>(gain, a.norm_weight, T(1), a.in);
+  wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
+  for (int64_t c = threadIdx.x; c < a.in; c += 32 * kWarps) staged[c] = a.x[c];
+  __syncthreads();
+  Pack<T, kWidth> x[kUnroll];
+  if (held) load_row_batch<T, kWidth>(x, staged, lane_column, a.in);
+  if (normed) norm_held_row<T, kWidth>(a, staged, x, gain);
+
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int64_t j = group * kWarps + warp;
+    if (j >= a.outputs) break;  // no barrier below: a warp without an output is done
+    const bool first_group = group == blockIdx.x;
+    const T* w_row = a.weight + j * a.in;
+    const T residual = lane == 0 && a.residual ? a.residual[j] : T(0);
+    const T bias = first_group ? first_bias : lane == 0 && a.bias ? a.bias[j] : T(0);
+    T acc = T(0);
+    for (int64_t base = lane_column; base < a.in; base += kBatchColumns<kWidth>) {
+      if (!first_group || base != lane_column) load_batch<T, kWidth, false>(w, w_row, nullptr, base, a.in);
+      if (!held) load_row_batch<T, kWidth>(x, staged, base, a.in);
+      acc += batch_dot<T, kWidth>(w, x, base, a.in);
+    }
+    acc = warp_sum(acc);
+    if (lane != 0) continue;
+    T v = acc + bias;
+    if (a.activate) v = activation_value(a.activation, v);
+    if (a.residual) v += residual;
+    a.out[j] = v;
+  }
+}
+
+}  // namespace
+}  // namespace linea::cuda
