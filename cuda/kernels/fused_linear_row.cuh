@@ -36,20 +36,18 @@ __device__ __forceinline__ void load_row_batch(Pack<T, kWidth> (&x)[kUnroll], co
   }
 }
 
-// The norm's gain at the lane's columns (`absent` where there is none).
+// The norm's gain at the lane's columns (1 where there is none).
 template <class T, int kWidth>
-__device__ __forceinline__ void load_norm_parameter(Pack<T, kWidth> (&p)[kUnroll], const T* values, T absent,
-                                                    int64_t in) {
+__device__ __forceinline__ void load_gain(Pack<T, kWidth> (&gain)[kUnroll], const T* values, int64_t in) {
   const int64_t lane_column = (threadIdx.x % 32) * kWidth;
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) {
     const int64_t c = lane_column + k * 32 * kWidth;
     if (values && c < in) {
-      if constexpr (kWidth == 1) p[k].v[0] = __ldg(values + c);
-      else p[k] = load_weights<T, kWidth>(values + c);
+      gain[k] = load_weights<T, kWidth>(values + c);
     } else {
 #pragma unroll
-      for (int e = 0; e < kWidth; ++e) p[k].v[e] = absent;
+      for (int e = 0; e < kWidth; ++e) gain[k].v[e] = T(1);
     }
   }
 }
@@ -137,7 +135,7 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
   }
   prefetch_later_rows<T, kWarps, false>(a, groups);
   Pack<T, kWidth> gain[kUnroll];
-  if (normed) load_norm_parameter<T, kWidth>(gain, a.norm_weight, T(1), a.in);
+  if (normed) load_gain<T, kWidth>(gain, a.norm_weight, a.in);
   wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
   for (int64_t c = threadIdx.x; c < a.in; c += 32 * kWarps) staged[c] = a.x[c];
   __syncthreads();
