@@ -129,7 +129,7 @@ TEST(FusedLinearCuda, OneRowHeldInRegisters) {
   LINEA_SKIP_WITHOUT_CUDA();
   NoGradGuard no_grad;
   // One input row: its lanes hold the row (up to a batch: 1024 floats in 16-byte loads, 512
-  // doubles, 256 elements one at a time), the norm folded into the weights; a normed row past a
+  // doubles, 256 elements one at a time), normed in registers by every warp; a normed row past a
   // batch is staged; a row without a norm is read a batch at a time beside the weights, any length.
   using enum UnaryOp;
   uint64_t seed = 120;
@@ -154,8 +154,8 @@ TEST(FusedLinearCuda, OneRowHeldInRegisters) {
 TEST(FusedLinearCuda, OneRowWithALargeMeanIsNormedAccurately) {
   LINEA_SKIP_WITHOUT_CUDA();
   NoGradGuard no_grad;
-  // A LayerNorm's input far from zero: the row is centred before its products with the weights
-  // (not after, where the two large sums would cancel).
+  // A LayerNorm's input far from zero: the one-row kernel takes the mean in double and centres the
+  // row before squaring it (a float mean lost digits to rounding and failed this test).
   for (DType dtype : {kFloat32, kFloat64}) {
     Generator gen(130);
     const Case c{1, 512, 600, RowNorm::Layer, false, UnaryOp::GeluErf, true, false, true};
