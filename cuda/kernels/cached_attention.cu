@@ -14,7 +14,8 @@
 //
 // Each warp takes runs of adjacent columns, loading a run's keys and values together so that the
 // loads are in flight at once, and rescales its online softmax once per run; a lane holds dims
-// lane, lane + 32, ... of the query, of the run's rows and of its accumulators.
+// lane, lane + 32, ... of the query, of the run's rows and of its accumulators. The first run is
+// loaded before the kernel waits for the one before it (cached_split_kernel says why it may).
 // Every reduction combines in a fixed order: the same input gives the same bits on every run.
 #include <cmath>
 #include <limits>
@@ -46,46 +47,111 @@ struct CachedArgs {
   T scale;
 };
 
-// x rotated at table row `row` into y in shared memory, threads striding over the dims.
+// The rotation's cos and sin at table row `row`, one pair per thread (threads striding over the
+// pairs), into shared memory: the tables are parameters, so they are loaded before the wait.
 template <class T>
-__device__ void rotate_into(const T* x, const CachedArgs<T>& a, int64_t row, T* y, T factor) {
+__device__ void load_rotation(const CachedArgs<T>& a, int64_t row, T* cos_row, T* sin_row) {
+  for (int64_t i = threadIdx.x; i < a.half; i += blockDim.x) {
+    cos_row[i] = a.cos[row * a.half + i];
+    sin_row[i] = a.sin[row * a.half + i];
+  }
+}
+
+// x rotated by the staged cos and sin into y in shared memory, threads striding over the dims.
+template <class T>
+__device__ void rotate_into(const T* x, const CachedArgs<T>& a, const T* cos_row, const T* sin_row, T* y, T factor) {
   for (int64_t i = threadIdx.x; i < a.dh; i += blockDim.x) {
     T value = x[i];
     if (i < 2 * a.half) {
       const int64_t pair = i < a.half ? i : i - a.half;
-      const T c = a.cos[row * a.half + pair], s = a.sin[row * a.half + pair];
       T y1, y2;
-      scalar::rotate_pair(x[pair], x[pair + a.half], c, s, y1, y2);
+      scalar::rotate_pair(x[pair], x[pair + a.half], cos_row[pair], sin_row[pair], y1, y2);
       value = i < a.half ? y1 : y2;
     }
     y[i] = value * factor;
   }
 }
 
+// A run of kColumns adjacent cached columns from j0 (those before `last`), a lane's dims of each
+// row's key and value, into registers.
+template <class T, int kPerLane, int kColumns>
+__device__ __forceinline__ void load_run(const CachedArgs<T>& a, int64_t base, int64_t j0, int64_t last,
+                                         T (&key)[kColumns][kPerLane], T (&value)[kColumns][kPerLane]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int c = 0; c < kColumns; ++c) {
+    const int64_t j = j0 + c;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const bool here = j < last && lane + 32 * i < a.dh;
+      key[c][i] = here ? a.cache_k[(base + j) * a.dh + lane + 32 * i] : T(0);
+      value[c][i] = here ? a.cache_v[(base + j) * a.dh + lane + 32 * i] : T(0);
+    }
+  }
+}
+
+// Which of a split's columns a row reads at position p.
+struct SplitColumns {
+  int64_t first, last;  // [first, last): the split's columns the row has seen
+  int64_t column_new;   // where the token at p goes
+  bool past_tables;     // p is past the rotation's tables: the row is NaN
+  __device__ bool empty() const { return first >= last || past_tables; }
+};
+
+template <class T>
+__device__ __forceinline__ SplitColumns split_columns(const CachedArgs<T>& a, int64_t p, int split) {
+  const int64_t seen = p + 1 < a.columns ? p + 1 : a.columns, first = split * a.per_split;
+  return {first, first + a.per_split < seen ? first + a.per_split : seen, p % a.columns, a.half > 0 && p >= a.table};
+}
+
+template <class T>
+__device__ __forceinline__ int64_t position_of(const CachedArgs<T>& a, int64_t b) {
+  return a.positions[b] > 0 ? a.positions[b] : 0;
+}
+
 // kPerLane: dims of a head per lane (dh <= 32 kPerLane); kColumnsAtOnce: the columns a warp
-// loads together (their keys and values), fewer for wider heads to bound the registers.
+// loads together (their keys and values: 64 registers of float), fewer for wider heads.
+//
+// Only q and the new token's key and value are the kernel before's output (the q, k, v product).
+// The rotation tables are parameters, and the cached columns were written by earlier steps. So
+// the kernel reads them before its wait, while that product still runs, and each warp's first run
+// of keys and values is in registers when the wait returns. Which columns and which table row
+// depend on the position, which this layer's merge advanced a step ago: it is read before the
+// wait as a guess and again after it, and where the two differ (the merge was the kernel just
+// before, as when a caller steps twice with the same q, k and v) the loads are done again.
 template <class T, int kPerLane>
 __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<T> a) {
-  constexpr int kColumnsAtOnce = kPerLane >= 8 ? 2 : 16 / kPerLane;
+  constexpr int kColumnsAtOnce = static_cast<int>(128 / sizeof(T)) / kPerLane;
   extern __shared__ unsigned char shared_bytes[];
   T* q = reinterpret_cast<T*>(shared_bytes);  // the rotated, scaled query (dh)
   T* k_new = q + a.dh;                        // the new token's rotated key (dh)
   T* warp_max = k_new + a.dh;
   T* warp_sum_of = warp_max + kWarps;
-  T* warp_acc = warp_sum_of + kWarps;  // (kWarps, dh)
+  T* warp_acc = warp_sum_of + kWarps;     // (kWarps, dh)
+  T* cos_row = warp_acc + kWarps * a.dh;  // (half): the table rows at the position
+  T* sin_row = cos_row + a.half;          // (half)
 
   const int64_t row = blockIdx.x, b = row / a.heads, h = row % a.heads, kv = h / a.group;
   const int split = static_cast<int>(blockIdx.y);
-  wait_for_prior_kernels();  // launched overlapped (cuda/launch.cuh): q, k, v are an earlier kernel's
-  const int64_t p = a.positions[b] > 0 ? a.positions[b] : 0;
-  const int64_t seen = p + 1 < a.columns ? p + 1 : a.columns, column_new = p % a.columns;
-  const int64_t first = split * a.per_split;
-  const int64_t last = first + a.per_split < seen ? first + a.per_split : seen;
+  const int64_t base = (b * (a.heads / a.group) + kv) * a.columns;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  T key[kColumnsAtOnce][kPerLane], value[kColumnsAtOnce][kPerLane];
+  // Warp w takes runs of kColumnsAtOnce adjacent columns, every kWarps-th run.
+  auto load_ahead = [&](int64_t p, const SplitColumns& s) {
+    if (s.empty()) return;
+    if (a.half > 0) load_rotation(a, p, cos_row, sin_row);
+    load_run(a, base, s.first + warp * kColumnsAtOnce, s.last, key, value);
+  };
+  const int64_t guess = position_of(a, b);
+  load_ahead(guess, split_columns(a, guess, split));
+  wait_for_prior_kernels();  // launched overlapped (cuda/launch.cuh)
+  const int64_t p = position_of(a, b);
+  const SplitColumns s = split_columns(a, p, split);
+  if (p != guess) load_ahead(p, s);
   const int64_t part = row * a.splits + split;
-  const bool past_tables = a.half > 0 && p >= a.table;
-  if (first >= seen || past_tables) {  // nothing to read here (NaN marks the row past the tables)
+  if (s.empty()) {  // nothing to read here (NaN marks a row past the tables)
     if (threadIdx.x == 0) {
-      a.part_max[part] = past_tables ? T(NAN) : T(-INFINITY);
+      a.part_max[part] = s.past_tables ? T(NAN) : T(-INFINITY);
       a.part_sum[part] = T(0);
     }
     for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) a.part_acc[part * a.dh + d] = T(0);
@@ -94,10 +160,11 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
   const T* q_in = a.q + b * a.q_stride + h * a.dh;
   const T* k_in = a.k + b * a.k_stride + kv * a.dh;
   const T* v_in = a.v + b * a.v_stride + kv * a.dh;
-  const bool holds_new = column_new >= first && column_new < last;
+  const bool holds_new = s.column_new >= s.first && s.column_new < s.last;
+  __syncthreads();  // the rotation's rows are staged
   if (a.half > 0) {
-    rotate_into(q_in, a, p, q, a.scale);
-    if (holds_new) rotate_into(k_in, a, p, k_new, T(1));
+    rotate_into(q_in, a, cos_row, sin_row, q, a.scale);
+    if (holds_new) rotate_into(k_in, a, cos_row, sin_row, k_new, T(1));
   } else {
     for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
       q[d] = q_in[d] * a.scale;
@@ -105,14 +172,12 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
     }
   }
   __syncthreads();
-  const int64_t base = (b * (a.heads / a.group) + kv) * a.columns;
   if (holds_new && h % a.group == 0)
     for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
-      a.cache_k[(base + column_new) * a.dh + d] = k_new[d];
-      a.cache_v[(base + column_new) * a.dh + d] = v_in[d];
+      a.cache_k[(base + s.column_new) * a.dh + d] = k_new[d];
+      a.cache_v[(base + s.column_new) * a.dh + d] = v_in[d];
     }
 
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   T q_lane[kPerLane], acc[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
@@ -121,22 +186,21 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
     acc[i] = T(0);
   }
   T m = -INFINITY, sum = 0;
-  // Warp w takes runs of kColumnsAtOnce adjacent columns, every kWarps-th run.
-  for (int64_t j0 = first + warp * kColumnsAtOnce; j0 < last; j0 += kWarps * kColumnsAtOnce) {
-    T key[kColumnsAtOnce][kPerLane], value[kColumnsAtOnce][kPerLane], score[kColumnsAtOnce];
+  const int64_t last = s.last, column_new = s.column_new;
+  for (int64_t j0 = s.first + warp * kColumnsAtOnce; j0 < last; j0 += kWarps * kColumnsAtOnce) {
+    if (holds_new && column_new >= j0 && column_new < j0 + kColumnsAtOnce) {
+      // The new column, loaded from the cache before this kernel wrote it: from the inputs.
 #pragma unroll
-    for (int c = 0; c < kColumnsAtOnce; ++c) {
-      const int64_t j = j0 + c;
-      const bool is_new = j == column_new;
-      const T* k_row = is_new ? k_new : a.cache_k + (base + j) * a.dh;
-      const T* v_row = is_new ? v_in : a.cache_v + (base + j) * a.dh;
+      for (int c = 0; c < kColumnsAtOnce; ++c)
+        if (j0 + c == column_new)
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const bool here = j < last && lane + 32 * i < a.dh;
-        key[c][i] = here ? k_row[lane + 32 * i] : T(0);
-        value[c][i] = here ? v_row[lane + 32 * i] : T(0);
-      }
+          for (int i = 0; i < kPerLane; ++i)
+            if (lane + 32 * i < a.dh) {
+              key[c][i] = k_new[lane + 32 * i];
+              value[c][i] = v_in[lane + 32 * i];
+            }
     }
+    T score[kColumnsAtOnce];
 #pragma unroll
     for (int c = 0; c < kColumnsAtOnce; ++c) {
       T s = 0;
@@ -162,6 +226,7 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
       for (int i = 0; i < kPerLane; ++i) acc[i] += w * value[c][i];
     }
     m = top;
+    if (j0 + kWarps * kColumnsAtOnce < last) load_run(a, base, j0 + kWarps * kColumnsAtOnce, last, key, value);
   }
   // Merge the warps, in warp order.
   if (lane == 0) {
@@ -298,7 +363,7 @@ void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const 
     a.per_split = per_split;
     a.splits = static_cast<int>(splits);
     a.scale = static_cast<T>(scale);
-    const size_t bytes = sizeof(T) * (2 * dh + kWarps * dh + 2 * kWarps);
+    const size_t bytes = sizeof(T) * (2 * dh + kWarps * dh + 2 * kWarps + 2 * a.half);
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
     auto split_kernel = dh <= 64    ? cached_split_kernel<T, 2>
                         : dh <= 128 ? cached_split_kernel<T, 4>

@@ -3,7 +3,8 @@
 // head dims (up to the kernel's 256), caches of 1 to a few thousand columns (so from one split to
 // many, and a split holding only the new column), rows at different positions with some wrapped
 // around the ring, grouped queries, partial and no rotation, and a row past the RoPE tables.
-// Then several steps in a row, each reading what the previous one wrote.
+// Then several steps in a row, each reading what the previous one wrote, read back after each
+// step and queued back to back.
 #include <vector>
 
 #include "tests/cuda/parity.h"
@@ -77,6 +78,26 @@ TEST(CachedAttentionCuda, StepsInARowReadWhatTheyWrote) {
     cpu.k = k, cpu.v = v, cpu.q = q;
     cuda.k = to(k, gpu()), cuda.v = to(v, gpu()), cuda.q = to(q, gpu());
   }
+}
+
+TEST(CachedAttentionCuda, StepsQueuedBackToBack) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // The same q, k and v stepped 30 times with nothing read back in between: each step's split
+  // kernel follows the previous step's merge, which advances the positions it guessed before its
+  // wait (cuda/kernels/cached_attention.cu), so a stale guess must be caught and the loads redone.
+  Generator gen(29);
+  const Case c{2, 4, 2, 64, 16, 600, {3, 250}};
+  OnBoth in = draw(c, kFloat32, gen);
+  std::vector<Tensor> want, got;
+  for (int step = 0; step < 30; ++step) {
+    want.push_back(run_cached_attention(in.cpu));
+    got.push_back(run_cached_attention(in.cuda));
+  }
+  for (int step = 0; step < 30; ++step) EXPECT_TRUE(matches_cpu(got[step], want[step])) << "step " << step;
+  EXPECT_TRUE(matches_cpu(in.cuda.cache_k, in.cpu.cache_k));
+  EXPECT_TRUE(same_values(in.cuda.cache_v, in.cpu.cache_v));
+  EXPECT_EQ(to(in.cuda.positions, kCPU).to_vector<int64_t>(), in.cpu.positions.to_vector<int64_t>());
 }
 
 }  // namespace
