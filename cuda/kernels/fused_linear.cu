@@ -8,7 +8,8 @@
 // of weights in 16-byte loads, many in flight at once, against the input rows staged in shared
 // memory, and the warp's sum goes through the epilogue (bias, activation, a gated unit's second
 // product, the residual) in one lane per input row. (Several warps sharing an output, so that a
-// matrix of few outputs has more warps in flight, measured no faster on the H200.)
+// matrix of few outputs has more warps in flight, measured no faster on the H200, except for one
+// input row longer than a batch of loads: fused_linear_row.cuh, spans_per_row_log2.)
 //
 // The input rows are staged once per block in shared memory and normed there (the statistics in
 // double, as the norm kernels compute them): every block reads the few input rows again, which
@@ -265,8 +266,15 @@ void launch_rows(const ProductArgs<T>& a, bool gated, const Placement& at) {
 template <class T, int kWidth>
 void launch(ProductArgs<T> a, bool gated, const Placement& at) {
   if (takes_one_row<T, kWidth>(a.rows, a.in, a.norm, gated)) {
-    launch_overlapped(fused_row_kernel<T, kWidth>, dim3(at.blocks), 32 * warps_per_block(false),
-                      static_cast<size_t>(a.in) * sizeof(T), at.device, at.stream, "fused_linear", a);
+    constexpr int kWarps = warps_per_block(false);
+    const size_t bytes = static_cast<size_t>(a.in) * sizeof(T);
+    a.parts_log2 = spans_per_row_log2<kWidth>(a.in, a.outputs, a.norm, kWarps * int64_t{sm_count(at.device)});
+    if (a.parts_log2 == 0)
+      launch_overlapped(fused_row_kernel<T, kWidth, false>, dim3(at.blocks), 32 * kWarps, bytes, at.device, at.stream,
+                        "fused_linear", a);
+    else  // one pass of the grid
+      launch_overlapped(fused_row_kernel<T, kWidth, true>, dim3(static_cast<unsigned>(ceil_div(a.outputs << a.parts_log2, kWarps))),
+                        32 * kWarps, bytes, at.device, at.stream, "fused_linear", a);
     return;
   }
   const int64_t max_rows = a.rows <= 1 ? 1 : kMaxRowsPerLaunch;

@@ -114,14 +114,40 @@ bool takes_one_row(int rows, int64_t in, RowNorm norm, bool gated) {
   return rows == 1 && !gated && fits && (norm == RowNorm::None || in <= kBatchColumns<kWidth>);
 }
 
-template <class T, int kWidth, int kWarps = warps_per_block(false)>
+// The warps that share an output's row in fused_row_kernel, as log2 (0: one warp, the row whole).
+// A warp reads its row's first batch of weights before the wait and the rest after it. A plain
+// row longer than a batch, such as the MLP's second product's 2048 columns, is split into the
+// fewest spans of at most a batch (each whole loads for every lane), one warp a span, so that
+// every weight is in registers before the wait: a decoding ReGLA layer's second MLP product went
+// from 3.4 to 2.7 us. The split is taken only where the grid covers the outputs' warps in one
+// pass. Splitting further, so that a matrix of few outputs filled every SM, was slower: the next
+// kernel's blocks then found no SM free to start on and load their weights early
+// (docs/benchmarks.md). A normed row is not split (its statistics need the whole row in each warp).
+template <int kWidth, int kWarps = warps_per_block(false)>
+int spans_per_row_log2(int64_t in, int64_t outputs, RowNorm norm, int64_t grid_warps) {
+  if (norm != RowNorm::None) return 0;
+  int log2 = 0;
+  while ((in >> log2) > kBatchColumns<kWidth> && in % ((int64_t{2} << log2) * 32 * kWidth) == 0) ++log2;
+  return (int64_t{1} << log2) <= kWarps && (outputs << log2) <= grid_warps ? log2 : 0;
+}
+
+// kSplit: 2^a.parts_log2 warps to an output (spans_per_row_log2), each a span of its columns; the
+// grid covers the outputs in one pass, and the block's warps add their sums through shared memory
+// in span order. Without it each warp takes whole rows (and the kernel holds none of the split's
+// arithmetic).
+template <class T, int kWidth, bool kSplit, int kWarps = warps_per_block(false)>
 __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a) {
   extern __shared__ __align__(16) unsigned char shared[];
   T* staged = reinterpret_cast<T*>(shared);
+  __shared__ T partial[kSplit ? kWarps : 1];  // the warps' sums of their spans
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t lane_column = lane * kWidth;
-  const bool normed = a.norm != RowNorm::None, held = a.in <= kBatchColumns<kWidth>;
-  const int64_t first = blockIdx.x * kWarps + warp, groups = (a.outputs + kWarps - 1) / kWarps;
+  const int parts_log2 = kSplit ? a.parts_log2 : 0, parts = 1 << parts_log2;
+  const int64_t lane_column = lane * kWidth, span = a.in >> parts_log2;
+  const bool normed = !kSplit && a.norm != RowNorm::None, held = !kSplit && a.in <= kBatchColumns<kWidth>;
+  const int64_t first = (blockIdx.x * kWarps + warp) >> parts_log2;
+  const int64_t groups = ((a.outputs << parts_log2) + kWarps - 1) / kWarps;
+  const int64_t first_column = (warp % parts) * span;  // the warp's span (the same in every group)
+  const int64_t end_column = first_column + span;
   // Before the wait: the first output's first batch of weights and its bias, and the norm's gain,
   // all in flight (nothing waits for them until after the wait). The later batches of weights are
   // loaded into the same registers.
@@ -129,11 +155,12 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
   T first_bias = T(0);
   if (first < a.outputs) {
     const T* w_row = a.weight + first * a.in;
-    load_batch<T, kWidth, false>(w, w_row, nullptr, lane_column, a.in);
-    prefetch_row(w_row, held ? a.in : int64_t{kBatchColumns<kWidth>}, a.in);
+    load_batch<T, kWidth, false>(w, w_row, nullptr, first_column + lane_column, end_column);
+    const int64_t loaded = held || span < kBatchColumns<kWidth> ? span : kBatchColumns<kWidth>;  // (no ODR use)
+    prefetch_row(w_row, first_column + loaded, end_column);
     if (lane == 0 && a.bias) first_bias = __ldg(a.bias + first);
   }
-  prefetch_later_rows<T, kWarps, false>(a, groups);
+  if (!kSplit) prefetch_later_rows<T, kWarps, false>(a, groups);
   Pack<T, kWidth> gain[kUnroll];
   if (normed) load_gain<T, kWidth>(gain, a.norm_weight, a.in);
   wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
@@ -144,20 +171,32 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
   if (normed) norm_held_row<T, kWidth>(a, staged, x, gain);
 
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
-    const int64_t j = group * kWarps + warp;
-    if (j >= a.outputs) break;  // no barrier below: a warp without an output is done
+    const int64_t j = (group * kWarps + warp) >> parts_log2;
+    const bool active = j < a.outputs;
+    if (!active && !kSplit) break;  // no barrier below: a warp without an output is done
     const bool first_group = group == blockIdx.x;
-    const T* w_row = a.weight + j * a.in;
-    const T residual = lane == 0 && a.residual ? a.residual[j] : T(0);
-    const T bias = first_group ? first_bias : lane == 0 && a.bias ? a.bias[j] : T(0);
+    const T* w_row = a.weight + (active ? j : 0) * a.in;
+    const bool ends_row = active && lane == 0 && warp % parts == 0;
+    const T residual = ends_row && a.residual ? a.residual[j] : T(0);
+    const T bias = first_group ? first_bias : ends_row && a.bias ? a.bias[j] : T(0);
     T acc = T(0);
-    for (int64_t base = lane_column; base < a.in; base += kBatchColumns<kWidth>) {
-      if (!first_group || base != lane_column) load_batch<T, kWidth, false>(w, w_row, nullptr, base, a.in);
-      if (!held) load_row_batch<T, kWidth>(x, staged, base, a.in);
-      acc += batch_dot<T, kWidth>(w, x, base, a.in);
+    if (active) {
+      for (int64_t base = first_column + lane_column; base < end_column; base += kBatchColumns<kWidth>) {
+        if (!first_group || base != first_column + lane_column)
+          load_batch<T, kWidth, false>(w, w_row, nullptr, base, end_column);
+        if (!held) load_row_batch<T, kWidth>(x, staged, base, end_column);
+        acc += batch_dot<T, kWidth>(w, x, base, end_column);
+      }
+      acc = warp_sum(acc);
     }
-    acc = warp_sum(acc);
-    if (lane != 0) continue;
+    if constexpr (kSplit) {
+      if (lane == 0) partial[warp] = acc;
+      __syncthreads();
+      if (ends_row)
+        for (int part = 1; part < parts; ++part) acc += partial[warp + part];
+      __syncthreads();  // every sum is read before a next group writes the partials again
+    }
+    if (!ends_row) continue;
     T v = acc + bias;
     if (a.activate) v = activation_value(a.activation, v);
     if (a.residual) v += residual;

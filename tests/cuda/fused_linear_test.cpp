@@ -1,10 +1,10 @@
 // The CUDA fused_linear (cuda/kernels/fused_linear.cu) against the CPU kernel, its oracle: every
 // norm and activation, gated and not, at awkward widths (1, odd ones that take the one-element
 // loads, ones a 16-byte load divides), 1 to 4 input rows (one row held in registers: normed up to
-// one batch wide, plain at any length; up to 4 staged in shared memory), rows long enough to be
-// staged in parts, a LayerNorm's input far from zero, weights that start off a 16-byte boundary,
-// and, through the backend directly, more rows than one launch takes; more outputs than the grid
-// has warps.
+// one batch wide, plain at any length, a plain row past a batch split among warps; up to 4
+// staged in shared memory), rows long enough to be staged in parts, a LayerNorm's input far from
+// zero, weights that start off a 16-byte boundary, and, through the backend directly, more rows
+// than one launch takes; more outputs than the grid has warps.
 #include <string>
 #include <vector>
 
@@ -149,6 +149,24 @@ TEST(FusedLinearCuda, OneRowHeldInRegisters) {
   // (15,000 floats), and one past the stage (17,000 floats: staged in parts by the other kernel).
   expect_parity({1, 15000, 30, RowNorm::None, true, Silu, true, false, true}, kFloat32, seed++);
   expect_parity({1, 17000, 30, RowNorm::None, false, Relu, true, false, true}, kFloat32, seed++);
+}
+
+TEST(FusedLinearCuda, OneRowSplitAcrossWarps) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // A plain row longer than a batch is split into the fewest spans of at most a batch, one warp a
+  // span, their sums added through shared memory (spans_per_row_log2): 2048 floats in 2 spans,
+  // 4096 in 4, 3072 in 4 of 768, 2048 doubles in 4 of 512, 768 elements off a 16-byte boundary in
+  // 4 of 192 (one-element loads, a batch of 256). Most leave warps without an output in the last
+  // block, which still meet the barriers. 2000 outputs of 2048 floats are more than one pass of
+  // the grid takes split, and go whole.
+  using enum UnaryOp;
+  expect_parity({1, 2048, 37, RowNorm::None, true, Silu, true, false, true}, kFloat32, 140);
+  expect_parity({1, 4096, 101, RowNorm::None, false, Relu, true, false, true}, kFloat32, 141);
+  expect_parity({1, 3072, 50, RowNorm::None, true, GeluTanh, false, false, true}, kFloat32, 142);
+  expect_parity({1, 2048, 129, RowNorm::None, true, GeluErf, true, false, true}, kFloat64, 143);
+  expect_parity({1, 768, 50, RowNorm::None, false, Relu, true, false, true}, kFloat32, 144, /*misaligned=*/true);
+  expect_parity({1, 2048, 2000, RowNorm::None, false, Relu, true, false, true}, kFloat32, 145);
 }
 
 TEST(FusedLinearCuda, OneRowWithALargeMeanIsNormedAccurately) {
