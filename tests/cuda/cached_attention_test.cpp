@@ -37,12 +37,17 @@ OnBoth draw(const Case& c, DType dtype, Generator& gen) {
   return {to_device(in, kCPU), to_device(in, gpu())};
 }
 
-void expect_same_step(CachedAttentionInputs& cpu, CachedAttentionInputs& cuda, const std::string& name) {
-  const Tensor want = run_cached_attention(cpu), got = run_cached_attention(cuda);
-  EXPECT_TRUE(matches_cpu(got, want)) << name << ": out";
+// The whole cache after the writes, and the advanced positions.
+void expect_same_state(const CachedAttentionInputs& cpu, const CachedAttentionInputs& cuda, const std::string& name) {
   EXPECT_TRUE(matches_cpu(cuda.cache_k, cpu.cache_k)) << name << ": cache_k";
   EXPECT_TRUE(same_values(cuda.cache_v, cpu.cache_v)) << name << ": cache_v";
   EXPECT_EQ(to(cuda.positions, kCPU).to_vector<int64_t>(), cpu.positions.to_vector<int64_t>()) << name;
+}
+
+void expect_same_step(CachedAttentionInputs& cpu, CachedAttentionInputs& cuda, const std::string& name) {
+  const Tensor want = run_cached_attention(cpu), got = run_cached_attention(cuda);
+  EXPECT_TRUE(matches_cpu(got, want)) << name << ": out";
+  expect_same_state(cpu, cuda, name);
 }
 
 TEST(CachedAttentionCuda, MatchesTheCpuKernel) {
@@ -87,17 +92,14 @@ TEST(CachedAttentionCuda, StepsQueuedBackToBack) {
   // kernel follows the previous step's merge, which advances the positions it guessed before its
   // wait (cuda/kernels/cached_attention.cu), so a stale guess must be caught and the loads redone.
   Generator gen(29);
-  const Case c{2, 4, 2, 64, 16, 600, {3, 250}};
-  OnBoth in = draw(c, kFloat32, gen);
+  OnBoth in = draw({2, 4, 2, 64, 16, 600, {3, 250}}, kFloat32, gen);
   std::vector<Tensor> want, got;
   for (int step = 0; step < 30; ++step) {
     want.push_back(run_cached_attention(in.cpu));
     got.push_back(run_cached_attention(in.cuda));
   }
   for (int step = 0; step < 30; ++step) EXPECT_TRUE(matches_cpu(got[step], want[step])) << "step " << step;
-  EXPECT_TRUE(matches_cpu(in.cuda.cache_k, in.cpu.cache_k));
-  EXPECT_TRUE(same_values(in.cuda.cache_v, in.cpu.cache_v));
-  EXPECT_EQ(to(in.cuda.positions, kCPU).to_vector<int64_t>(), in.cpu.positions.to_vector<int64_t>());
+  expect_same_state(in.cpu, in.cuda, "after 30 steps");
 }
 
 }  // namespace
