@@ -119,7 +119,7 @@ bool takes_one_row(int rows, int64_t in, RowNorm norm, bool gated) {
 // row longer than a batch, such as the MLP's second product's 2048 columns, is split into the
 // fewest spans of at most a batch (each whole loads for every lane), one warp a span, so that
 // every weight is in registers before the wait: a decoding ReGLA layer's second MLP product went
-// from 3.4 to 2.7 us. The split is taken only where the grid covers the outputs' warps in one
+// from 3.4 to 2.7 - 2.9 us. The split is taken only where the grid covers the outputs' warps in one
 // pass. Splitting further, so that a matrix of few outputs filled every SM, was slower: the next
 // kernel's blocks then found no SM free to start on and load their weights early
 // (docs/benchmarks.md). A normed row is not split (its statistics need the whole row in each warp).
