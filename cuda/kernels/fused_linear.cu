@@ -268,13 +268,15 @@ void launch(ProductArgs<T> a, bool gated, const Placement& at) {
   if (takes_one_row<T, kWidth>(a.rows, a.in, a.norm, gated)) {
     constexpr int kWarps = warps_per_block(false);
     const size_t bytes = static_cast<size_t>(a.in) * sizeof(T);
-    a.parts_log2 = spans_per_row_log2<kWidth>(a.in, a.outputs, a.norm, kWarps * int64_t{sm_count(at.device)});
-    if (a.parts_log2 == 0)
+    a.spans_log2 = spans_per_row_log2<kWidth>(a.in, a.outputs, a.norm, kWarps * int64_t{sm_count(at.device)});
+    if (a.spans_log2 == 0) {
       launch_overlapped(fused_row_kernel<T, kWidth, false>, dim3(at.blocks), 32 * kWarps, bytes, at.device, at.stream,
                         "fused_linear", a);
-    else  // one pass of the grid
-      launch_overlapped(fused_row_kernel<T, kWidth, true>, dim3(static_cast<unsigned>(ceil_div(a.outputs << a.parts_log2, kWarps))),
-                        32 * kWarps, bytes, at.device, at.stream, "fused_linear", a);
+    } else {
+      const auto one_pass = static_cast<unsigned>(ceil_div(a.outputs << a.spans_log2, kWarps));
+      launch_overlapped(fused_row_kernel<T, kWidth, true>, dim3(one_pass), 32 * kWarps, bytes, at.device, at.stream,
+                        "fused_linear", a);
+    }
     return;
   }
   const int64_t max_rows = a.rows <= 1 ? 1 : kMaxRowsPerLaunch;

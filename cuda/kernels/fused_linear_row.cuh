@@ -131,7 +131,7 @@ int spans_per_row_log2(int64_t in, int64_t outputs, RowNorm norm, int64_t grid_w
   return (int64_t{1} << log2) <= kWarps && (outputs << log2) <= grid_warps ? log2 : 0;
 }
 
-// kSplit: 2^a.parts_log2 warps to an output (spans_per_row_log2), each a span of its columns; the
+// kSplit: 2^a.spans_log2 warps to an output (spans_per_row_log2), each a span of its columns; the
 // grid covers the outputs in one pass, and the block's warps add their sums through shared memory
 // in span order. Without it each warp takes whole rows (and the kernel holds none of the split's
 // arithmetic).
@@ -141,12 +141,12 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
   T* staged = reinterpret_cast<T*>(shared);
   __shared__ T partial[kSplit ? kWarps : 1];  // the warps' sums of their spans
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int parts_log2 = kSplit ? a.parts_log2 : 0, parts = 1 << parts_log2;
-  const int64_t lane_column = lane * kWidth, span = a.in >> parts_log2;
+  const int spans_log2 = kSplit ? a.spans_log2 : 0, spans = 1 << spans_log2;
+  const int64_t lane_column = lane * kWidth, span = a.in >> spans_log2;
   const bool normed = !kSplit && a.norm != RowNorm::None, held = !kSplit && a.in <= kBatchColumns<kWidth>;
-  const int64_t first = (blockIdx.x * kWarps + warp) >> parts_log2;
-  const int64_t groups = ((a.outputs << parts_log2) + kWarps - 1) / kWarps;
-  const int64_t first_column = (warp % parts) * span;  // the warp's span (the same in every group)
+  const int64_t first = (blockIdx.x * kWarps + warp) >> spans_log2;
+  const int64_t groups = ((a.outputs << spans_log2) + kWarps - 1) / kWarps;
+  const int64_t first_column = (warp % spans) * span;  // the warp's span (the same in every group)
   const int64_t end_column = first_column + span;
   // Before the wait: the first output's first batch of weights and its bias, and the norm's gain,
   // all in flight (nothing waits for them until after the wait). The later batches of weights are
@@ -171,12 +171,12 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
   if (normed) norm_held_row<T, kWidth>(a, staged, x, gain);
 
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
-    const int64_t j = (group * kWarps + warp) >> parts_log2;
+    const int64_t j = (group * kWarps + warp) >> spans_log2;
     const bool active = j < a.outputs;
     if (!active && !kSplit) break;  // no barrier below: a warp without an output is done
     const bool first_group = group == blockIdx.x;
     const T* w_row = a.weight + (active ? j : 0) * a.in;
-    const bool ends_row = active && lane == 0 && warp % parts == 0;
+    const bool ends_row = active && lane == 0 && warp % spans == 0;
     const T residual = ends_row && a.residual ? a.residual[j] : T(0);
     const T bias = first_group ? first_bias : ends_row && a.bias ? a.bias[j] : T(0);
     T acc = T(0);
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
       if (lane == 0) partial[warp] = acc;
       __syncthreads();
       if (ends_row)
-        for (int part = 1; part < parts; ++part) acc += partial[warp + part];
+        for (int other = 1; other < spans; ++other) acc += partial[warp + other];
       __syncthreads();  // every sum is read before a next group writes the partials again
     }
     if (!ends_row) continue;

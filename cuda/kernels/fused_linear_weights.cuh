@@ -32,7 +32,7 @@ struct ProductArgs {
   int rows;
   int64_t in, outputs;
   int64_t stage;  // elements of each input row staged at a time, a multiple of the load width
-  int parts_log2;  // fused_row_kernel: 2^parts_log2 warps share an output's row (spans_per_row_log2)
+  int spans_log2;  // fused_row_kernel: an output's row in 2^spans_log2 spans, a warp each (spans_per_row_log2)
   RowNorm norm;
   double eps;
   bool activate;
