@@ -9,7 +9,8 @@
 // takes the norm's statistics from its lanes (warp sums, the same in every warp) and norms its
 // lanes' columns in place, once for all the outputs it computes. A normed row must fit one batch
 // of a lane's registers (kBatchColumns: 1024 floats); a row without a norm is read a batch at a
-// time. The sum of squares and the norm are computed in the row's type (the staged kernel computes
+// time, or, where the grid has the warps, split into spans of a batch, a warp each
+// (spans_per_row_log2). The sum of squares and the norm are computed in the row's type (the staged kernel computes
 // them in double; a LayerNorm's mean and centring still are): every warp computes them again, and
 // a conversion to double per element and warp cost more than the barriers saved.
 //
