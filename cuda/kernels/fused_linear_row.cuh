@@ -10,9 +10,10 @@
 // lanes' columns in place, once for all the outputs it computes. A normed row must fit one batch
 // of a lane's registers (kBatchColumns: 1024 floats); a row without a norm is read a batch at a
 // time, or, where the grid has the warps, split into spans of a batch, a warp each
-// (spans_per_row_log2). The sum of squares and the norm are computed in the row's type (the staged kernel computes
-// them in double; a LayerNorm's mean and centring still are): every warp computes them again, and
-// a conversion to double per element and warp cost more than the barriers saved.
+// (spans_per_row_log2). The sum of squares and the norm are computed in the row's type (the
+// staged kernel computes them in double; a LayerNorm's mean and centring still are): every warp
+// computes them again, and a conversion to double per element and warp cost more than the
+// barriers saved.
 //
 // Side by side on the H200, a ReGLA decoding step went from 8,396 - 8,484 to 8,792 - 8,812
 // tokens/s, softmax at 2k from 6,615 - 6,636 to 6,745 - 6,787 (docs/benchmarks.md). Folding the
