@@ -6,9 +6,10 @@
 //
 // One block per (batch, head), 16 warps. In shared memory: q and k as they come, the key side's
 // three log-decay terms, exp of the value side's log decay, v, and the read-out o. The block
-//   0. asks for every input at once: q, k, v and the gates into shared memory, the key max and
-//      each warp's first tile of the state into registers (one wait on memory, not one per phase);
-//   1. takes the maxima of q and k (normalized exp), every warp for itself over all channels;
+//   0. asks for every input at once, a thread a channel: q, k, v and the gates into registers (then
+//      shared memory), the key max and each warp's first tile of the state into registers (one wait
+//      on memory, not one per input), and takes each warp's part of the maxima of q and k;
+//   1. folds the warps' parts of the maxima (normalized exp), every thread for itself;
 //   2. updates the state, a warp per row (its lanes along the contiguous key dim, so the reads and
 //      writes of S are coalesced), each warp kRowsAtOnce rows at a time so that their loads are in
 //      flight together (one row after another, a warp waited on every load: 12.8 us per layer on
@@ -63,32 +64,77 @@ struct StepArgs {
   T scale, floor, normalizer, norm_eps;
 };
 
-// The max (NaN if any is) or the sum of x[0..n), a warp's lanes striding over it then a butterfly:
-// every lane of every warp that calls it gets the same value, with no barrier.
-template <class T, bool kMax>
-__device__ T warp_reduce_all(const T* x, int64_t n) {
-  const int lane = threadIdx.x % 32;
-  T v = kMax ? T(-INFINITY) : T(0);
-  for (int64_t c = lane; c < n; c += 32) v = kMax ? scalar::max_nan(v, x[c]) : v + (x[c] * x[c]);
-  return kMax ? warp_max(v) : warp_sum(v);
+// The sum of squares of x[0..n), a warp's lanes striding over it then a butterfly: every lane of
+// every warp that calls it gets the same value, with no barrier.
+template <class T>
+__device__ T warp_sum_squares(const T* x, int64_t n) {
+  T v = T(0);
+  for (int64_t c = threadIdx.x % 32; c < n; c += 32) v += x[c] * x[c];
+  return warp_sum(v);
 }
 
+// The parameters of channel c's gates (0 where absent): no kernel writes them, so they are loaded
+// before the wait.
 template <class T>
-__device__ T refined_decay(const StepArgs<T>& a, int64_t b, int64_t h, int64_t c, int64_t width) {
-  const int64_t at = h * width + c;
-  const T x = a.gate_a.row(b, h)[c] + (a.bias_a ? a.bias_a[at] : T(0));
-  const T y = a.gate_c.row(b, h)[c] + (a.bias_c ? a.bias_c[at] : T(0));
-  const T r = scalar::refined_log_gate(x, y).value;
-  return r < a.floor ? a.floor : r;  // NaN stays NaN, as in refined_log_gate
+struct ChannelBiases {
+  T a, c, key_gate, value_gate;
+};
+
+template <class T>
+__device__ ChannelBiases<T> load_biases(const StepArgs<T>& a, int64_t h, int64_t c) {
+  const int64_t refined_width = a.refined_on_keys ? a.dk : a.dv;
+  const auto at = [&](const T* bias, int64_t width) { return bias && c < width ? __ldg(bias + h * width + c) : T(0); };
+  return {at(a.bias_a, refined_width), at(a.bias_c, refined_width), at(a.key_gate_bias, a.key_gate.width),
+          at(a.value_gate_bias, a.value_gate.width)};
 }
 
-// max(log sigmoid(x + bias) / normalizer, floor) for channel c of a (B, H, width) gate.
+// Channel c's inputs from the kernels before this one (0 where absent or past the width). Every
+// load is issued before any value is used, as straight-line code with no branch between the loads:
+// written as a loop that stored each input into shared memory before the next was asked for, or
+// behind an `if` on an option, each load waited on the one before it, and the phase made about six
+// trips to L2 in a row (3,000 cycles of the step's 7,500 after the wait, clock64 on an H200).
 template <class T>
-__device__ T log_sigmoid_decay(const StepArgs<T>& a, const HeadRows<T>& gate, const T* bias, int64_t b, int64_t h,
-                               int64_t c) {
-  const T x = gate.row(b, h)[c] + (bias ? bias[h * gate.width + c] : T(0));
+struct ChannelInputs {
+  T q, k, gk, key_gate, v, gv, value_gate, gate_a, gate_c;
+};
+
+template <class T>
+__device__ ChannelInputs<T> load_channel(const StepArgs<T>& a, int64_t b, int64_t h, int64_t c) {
+  const bool key = c < a.dk, value = c < a.dv;
+  const bool refined = a.gate_a.present() && c < (a.refined_on_keys ? a.dk : a.dv);
+  const auto at = [&](const HeadRows<T>& rows, bool wanted) { return wanted ? rows.at(b, h, c) : T(0); };
+  return {at(a.q, key),          at(a.k, key),
+          at(a.gk, key && a.gk.present()),
+          at(a.key_gate, key && a.key_gate.present()),
+          at(a.v, value),        at(a.gv, value && a.gv.present()),
+          at(a.value_gate, value && a.value_gate.present()),
+          at(a.gate_a, refined), at(a.gate_c, refined)};
+}
+
+// max(log sigmoid(x) / normalizer, floor): a GLA or Fast Decay gate's log decay from its
+// pre-activation x (plus bias).
+template <class T>
+__device__ T log_sigmoid_decay(const StepArgs<T>& a, T x) {
   const T r = scalar::log_sigmoid(x) / a.normalizer;
   return r < a.floor ? a.floor : r;  // NaN stays NaN
+}
+
+// ReGLA's refined gate in log space, floored (NaN stays NaN, as in refined_log_gate).
+template <class T>
+__device__ T refined_decay(const StepArgs<T>& a, T x, T y) {
+  const T r = scalar::refined_log_gate(x, y).value;
+  return r < a.floor ? a.floor : r;
+}
+
+// The max (NaN if any is) of x and of y over a warp's lanes, the two butterflies interleaved.
+template <class T>
+__device__ void warp_max_pair(T& x, T& y) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const T other_x = __shfl_xor_sync(0xffffffffu, x, offset), other_y = __shfl_xor_sync(0xffffffffu, y, offset);
+    x = scalar::max_nan(x, other_x);
+    y = scalar::max_nan(y, other_y);
+  }
 }
 
 // A warp's share of S it updates at once: kRowsAtOnce rows (first + r * kWarps) by kTileColumns
@@ -131,52 +177,60 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   const char* state_bytes = reinterpret_cast<const char*>(s_in);
   for (int64_t at = threadIdx.x * 128; at < a.dv * a.dk * static_cast<int64_t>(sizeof(T)); at += kStepThreads * 128)
     prefetch_to_l2(state_bytes + at);
-  // The parameters are no kernel's output: the output norm's gain at the thread's first channel is
-  // loaded now (read after the products, it was a trip to memory at the kernel's end), and the
-  // gates' biases asked of L2.
+  // The parameters are no kernel's output: the output norm's gain and the gates' biases at the
+  // thread's first channel are loaded now (read after the wait, each was a trip to memory in the
+  // chain that decodes a token).
   const T first_gain = a.norm_weight && threadIdx.x < a.dv ? __ldg(a.norm_weight + threadIdx.x) : T(1);
-  const int64_t refined_width = a.refined_on_keys ? a.dk : a.dv;
-  const T* biases[] = {a.bias_a, a.bias_c, a.key_gate_bias, a.value_gate_bias};
-  const int64_t widths[] = {refined_width, refined_width, a.key_gate.width, a.value_gate.width};
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    if (biases[i] && threadIdx.x < widths[i]) prefetch_to_l2(biases[i] + h * widths[i] + threadIdx.x);
+  const ChannelBiases<T> first_biases = load_biases(a, h, threadIdx.x);
+  __shared__ T q_max_part[kWarps], k_max_part[kWarps];  // each warp's maxima over its channels
   wait_for_prior_kernels();
 
-  // 0. The loads. Every input the thread reads is asked for here, before any is used, so that the
-  // kernel waits on memory about once instead of once per phase (the key max, then the gates,
-  // then the state: each a trip to L2 of about a microsecond). The gates' terms are kept apart
-  // and summed below in the CPU's order, so both give the same bits.
+  // 0. The loads: the state's first tile, the key max and every channel input are asked for here,
+  // before any is used, so that the kernel waits on memory once. Each thread then computes its
+  // channels' gate terms (kept apart and summed below in the CPU's order, so both give the same
+  // bits) and its warp's part of the maxima of q and k.
   StateTile<T> first_tile;
   first_tile.load(s_in, warp, 0, lane, a.dk, a.dv);
   const T previous_max = a.key_max ? a.key_max[task] : T(0);
-  const bool refined = a.gate_a.present();
-  const T* qr = a.q.row(b, h);
-  const T* kr = a.k.row(b, h);
-  const T* vr = a.v.row(b, h);
+  T q_max = -INFINITY, k_max = -INFINITY;
   for (int64_t c = threadIdx.x; c < a.dk || c < a.dv; c += kStepThreads) {
+    const ChannelInputs<T> in = load_channel(a, b, h, c);
+    const ChannelBiases<T> bias = c == threadIdx.x ? first_biases : load_biases(a, h, c);
+    const T refined = a.gate_a.present() ? refined_decay(a, in.gate_a + bias.a, in.gate_c + bias.c) : T(0);
     if (c < a.dk) {
-      q_raw[c] = qr[c];
-      k_raw[c] = kr[c];
-      log_decay_k[c] = a.gk.present() ? a.gk.at(b, h, c) : T(0);
-      refined_k[c] = refined && a.refined_on_keys ? refined_decay(a, b, h, c, a.dk) : T(0);
-      gated_k[c] = a.key_gate.present() ? log_sigmoid_decay(a, a.key_gate, a.key_gate_bias, b, h, c) : T(0);
+      q_raw[c] = in.q;
+      k_raw[c] = in.k;
+      q_max = scalar::max_nan(q_max, in.q);
+      k_max = scalar::max_nan(k_max, in.k);
+      log_decay_k[c] = in.gk;
+      refined_k[c] = a.refined_on_keys ? refined : T(0);
+      gated_k[c] = a.key_gate.present() ? log_sigmoid_decay(a, in.key_gate + bias.key_gate) : T(0);
     }
     if (c < a.dv) {
-      T log_b = a.gv.present() ? a.gv.at(b, h, c) : T(0);
-      if (refined && !a.refined_on_keys) log_b += refined_decay(a, b, h, c, a.dv);
-      if (a.value_gate.present()) log_b += log_sigmoid_decay(a, a.value_gate, a.value_gate_bias, b, h, c);
+      T log_b = in.gv;
+      if (a.gate_a.present() && !a.refined_on_keys) log_b += refined;
+      if (a.value_gate.present()) log_b += log_sigmoid_decay(a, in.value_gate + bias.value_gate);
       decay_v[c] = exp(log_b);
-      v[c] = vr[c];
+      v[c] = in.v;
     }
+  }
+  if (a.normalized_exp) {
+    warp_max_pair(q_max, k_max);
+    if (lane == 0) q_max_part[warp] = q_max, k_max_part[warp] = k_max;
   }
   __syncthreads();
 
-  // 1. The maxima of q and k (normalized exp), every warp for itself over all channels.
+  // 1. The maxima of q and k (normalized exp): every thread folds the warps' parts in order.
   T q_shift = 0, k_shift = 0, lambda = 0;
   if (a.normalized_exp) {
-    q_shift = warp_reduce_all<T, true>(q_raw, a.dk);
-    const T row_max = warp_reduce_all<T, true>(k_raw, a.dk);
+    q_shift = q_max_part[0];
+    T row_max = k_max_part[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+      if (w * 32 >= a.dk) break;
+      q_shift = scalar::max_nan(q_shift, q_max_part[w]);
+      row_max = scalar::max_nan(row_max, k_max_part[w]);
+    }
     k_shift = row_max;
     if (a.key_max) {
       if (!scalar::takes_over(row_max, previous_max)) k_shift = previous_max;
@@ -230,7 +284,7 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   // 3. The output norm.
   T rstd = 1;
   if (a.output_norm) {
-    const T total = warp_reduce_all<T, false>(o, a.dv);  // the sum of squares
+    const T total = warp_sum_squares(o, a.dv);
     rstd = T(1) / sqrt(total / static_cast<T>(a.dv) + a.norm_eps);
   }
   T* out = a.out + task * a.dv;
