@@ -54,6 +54,15 @@ __device__ __forceinline__ void load_gain(Pack<T, kWidth> (&gain)[kUnroll], cons
   }
 }
 
+// The sum of kWidth running sums, pairwise.
+template <class T, int kWidth>
+__device__ __forceinline__ T sum_of(const T (&parts)[kWidth]) {
+  static_assert(kWidth == 1 || kWidth == 2 || kWidth == 4, "a load holds 1, 2 or 4 elements");
+  if constexpr (kWidth == 1) return parts[0];
+  else if constexpr (kWidth == 2) return parts[0] + parts[1];
+  else return (parts[0] + parts[1]) + (parts[2] + parts[3]);
+}
+
 // 1 / sqrt(mean square + eps) in the row's type. In double, the division, the root and the
 // reciprocal are each a subroutine of tens of instructions, a few hundred cycles in the chain after
 // the wait of every normed product; in float each is a few, and the result is within about two
@@ -103,14 +112,14 @@ __device__ __forceinline__ void norm_held_row(const ProductArgs<T>& a, const T* 
       for (int e = 0; e < kWidth; ++e) x[k].v[e] = static_cast<T>(x[k].v[e] - mean);
     }
   }
-  T sq = T(0);
+  T sq[kWidth] = {};
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) {
     if (lane_column + k * 32 * kWidth >= a.in) continue;
 #pragma unroll
-    for (int e = 0; e < kWidth; ++e) sq += x[k].v[e] * x[k].v[e];
+    for (int e = 0; e < kWidth; ++e) sq[e] += x[k].v[e] * x[k].v[e];
   }
-  const T rstd = row_rstd(warp_sum(sq), a.in, a.eps);
+  const T rstd = row_rstd(warp_sum(sum_of(sq)), a.in, a.eps);
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) {
     if (lane_column + k * 32 * kWidth >= a.in) continue;
@@ -122,18 +131,19 @@ __device__ __forceinline__ void norm_held_row(const ProductArgs<T>& a, const T* 
   }
 }
 
-// The lane's share of w . x over one batch.
+// The lane's share of w . x over one batch, in kWidth running sums (one per element of a load),
+// so that the chain of dependent additions is kUnroll long, not kUnroll * kWidth.
 template <class T, int kWidth>
 __device__ __forceinline__ T batch_dot(const WeightBatch<T, kWidth, false>& b, const Pack<T, kWidth> (&x)[kUnroll],
                                        int64_t base, int64_t len) {
-  T acc = T(0);
+  T acc[kWidth] = {};
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) {
     if (base + k * 32 * kWidth >= len) continue;
 #pragma unroll
-    for (int e = 0; e < kWidth; ++e) acc += b.w[k].v[e] * x[k].v[e];
+    for (int e = 0; e < kWidth; ++e) acc[e] += b.w[k].v[e] * x[k].v[e];
   }
-  return acc;
+  return sum_of(acc);
 }
 
 // Whether fused_row_kernel takes a product: one input row that fits the stage, not a gated unit,
