@@ -4,21 +4,25 @@
 // about a dozen (the query's and the key's maps, the running max, the refined gate, the scan, the
 // norm, and the copies between them); this is one, for GLA's and Fast Decay's log-sigmoid gates too.
 //
-// One block per (batch, head), 16 warps. In shared memory: q and k as they come, the key side's
-// three log-decay terms, exp of the value side's log decay, v, and the read-out o. The block
-//   0. asks for every input at once, a thread a channel: q, k, v and the gates into registers (then
-//      shared memory), the key max and each warp's first tile of the state into registers (one wait
-//      on memory, not one per input), and takes each warp's part of the maxima of q and k;
-//   1. folds the warps' parts of the maxima (normalized exp), every thread for itself;
-//   2. updates the state, a warp per row (its lanes along the contiguous key dim, so the reads and
+// One block per (batch, head), 16 warps. In shared memory: the maps phi(q), phi(k) and the
+// key-side decay of every key channel (with the key side's log terms), the value-side decay and v
+// of every value channel, and the read-out o. The block
+//   0. asks for each warp's first tile of the state (into registers), while warp 0 prepares the
+//      key side and warp 1 the value side: each asks for all of its inputs at once (one wait on
+//      memory, not one per input), computes the gates' log terms, and warp 0 takes the maxima of
+//      q and k (normalized exp) with its own butterfly and turns q, k and the log terms into
+//      phi(q), phi(k) and the decay, once a channel;
+//   1. updates the state, a warp per row (its lanes along the contiguous key dim, so the reads and
 //      writes of S are coalesced), each warp kRowsAtOnce rows at a time so that their loads are in
 //      flight together (one row after another, a warp waited on every load: 12.8 us per layer on
-//      an H200 at dk = dv = 64 with 8 warps), with the maps and the key-side decays of its lanes'
-//      channels computed by the warp itself, and sums each row's read-out by a warp butterfly;
-//   3. normalizes o by the RMS of its dv entries (every warp sums them itself, in the same order)
-//      and writes it.
+//      an H200 at dk = dv = 64 with 8 warps), and sums each row's read-out by a warp butterfly;
+//   2. normalizes o by the RMS of its dv entries (every warp that writes outputs sums them itself,
+//      in the same order) and writes it.
 // A barrier of 16 warps is a link in the chain that decodes a token: the kernel has two, after the
-// loads and after the read-out. (It had nine: six in block-wide reductions, one after the maps.)
+// side warps' preparation and after the read-out. (It had nine: six in block-wide reductions, one
+// after the maps.) The side warps' work was first spread over a thread a channel, with the maxima
+// and the maps taken again by every warp for its lanes; on one H200 that took the node 3.8 us of a
+// ReGLA layer's decoding step.
 // Every reduction combines in a fixed order: the same input gives the same bits on every run.
 // The new state may be written over the old (new_state == state, the layer's decoding loop): each
 // element is read, then written, by one thread, and the key max is written after a barrier that
@@ -73,42 +77,36 @@ __device__ T warp_sum_squares(const T* x, int64_t n) {
   return warp_sum(v);
 }
 
-// The parameters of channel c's gates (0 where absent): no kernel writes them, so they are loaded
-// before the wait.
+constexpr int kChunksAtOnce = 2;  // 32-channel chunks a lane of a side's warp asks for together
+
+// One side of the step's channels: the keys (q, k and the key-side gates, warp 0) or the values
+// (v and the value-side gates, warp 1).
+enum class Side { Keys, Values };
+
+// The gates' parameters at a lane's channels first + lane + 32 i of one side (0 where absent):
+// no kernel writes them, so the first ones are loaded before the wait.
 template <class T>
-struct ChannelBiases {
-  T a, c, key_gate, value_gate;
+struct SideBiases {
+  T a[kChunksAtOnce], c[kChunksAtOnce], gate[kChunksAtOnce];
 };
 
 template <class T>
-__device__ ChannelBiases<T> load_biases(const StepArgs<T>& a, int64_t h, int64_t c) {
-  const int64_t refined_width = a.refined_on_keys ? a.dk : a.dv;
-  const auto at = [&](const T* bias, int64_t width) { return bias && c < width ? __ldg(bias + h * width + c) : T(0); };
-  return {at(a.bias_a, refined_width), at(a.bias_c, refined_width), at(a.key_gate_bias, a.key_gate.width),
-          at(a.value_gate_bias, a.value_gate.width)};
-}
-
-// Channel c's inputs from the kernels before this one (0 where absent or past the width). Every
-// load is issued before any value is used, as straight-line code with no branch between the loads:
-// written as a loop that stored each input into shared memory before the next was asked for, or
-// behind an `if` on an option, each load waited on the one before it, and the phase made about six
-// trips to L2 in a row (3,000 cycles of the step's 7,500 after the wait, clock64 on an H200).
-template <class T>
-struct ChannelInputs {
-  T q, k, gk, key_gate, v, gv, value_gate, gate_a, gate_c;
-};
-
-template <class T>
-__device__ ChannelInputs<T> load_channel(const StepArgs<T>& a, int64_t b, int64_t h, int64_t c) {
-  const bool key = c < a.dk, value = c < a.dv;
-  const bool refined = a.gate_a.present() && c < (a.refined_on_keys ? a.dk : a.dv);
-  const auto at = [&](const HeadRows<T>& rows, bool wanted) { return wanted ? rows.at(b, h, c) : T(0); };
-  return {at(a.q, key),          at(a.k, key),
-          at(a.gk, key && a.gk.present()),
-          at(a.key_gate, key && a.key_gate.present()),
-          at(a.v, value),        at(a.gv, value && a.gv.present()),
-          at(a.value_gate, value && a.value_gate.present()),
-          at(a.gate_a, refined), at(a.gate_c, refined)};
+__device__ SideBiases<T> load_side_biases(const StepArgs<T>& a, Side side, int64_t h, int64_t first) {
+  const bool keys = side == Side::Keys;
+  const bool refined_here = a.gate_a.present() && a.refined_on_keys == keys;
+  const int64_t width = keys ? a.dk : a.dv;
+  const T* gate_bias = keys ? a.key_gate_bias : a.value_gate_bias;
+  const int64_t gate_width = keys ? a.key_gate.width : a.value_gate.width;
+  SideBiases<T> s;
+#pragma unroll
+  for (int i = 0; i < kChunksAtOnce; ++i) {
+    const int64_t c = first + threadIdx.x % 32 + 32 * i;
+    const bool refined = refined_here && c < width;
+    s.a[i] = refined && a.bias_a ? __ldg(a.bias_a + h * width + c) : T(0);
+    s.c[i] = refined && a.bias_c ? __ldg(a.bias_c + h * width + c) : T(0);
+    s.gate[i] = gate_bias && c < gate_width ? __ldg(gate_bias + h * gate_width + c) : T(0);
+  }
+  return s;
 }
 
 // max(log sigmoid(x) / normalizer, floor): a GLA or Fast Decay gate's log decay from its
@@ -137,6 +135,108 @@ __device__ void warp_max_pair(T& x, T& y) {
   }
 }
 
+// What the state update reads of each channel, in shared memory. The key side's arrays first
+// hold the raw inputs and log terms; the key warp then turns q, k and gk in place into the maps
+// and the key-side decay.
+template <class T>
+struct ChannelArrays {
+  T *phi_q, *phi_k, *decay_k, *refined_k, *gated_k;  // dk each
+  T *decay_v, *v, *o;                                // dv each
+};
+
+// Warp 0: every key channel's q, k and gate terms, kChunksAtOnce chunks a lane at a time with
+// every load issued before any is used, then the maxima (normalized exp) by the warp's own
+// butterfly, then phi_q, phi_k and decay_k in place. No other warp waits for the maxima, and the
+// maps are computed once a channel (each of the 16 warps took them again for its lanes before).
+// Returns k's shift (the running key max), which the caller writes after the barrier.
+template <class T>
+__device__ T prepare_keys(const StepArgs<T>& a, int64_t b, int64_t h, int64_t task, const SideBiases<T>& first_biases,
+                          const ChannelArrays<T>& ch) {
+  const int lane = threadIdx.x % 32;
+  const T previous_max = a.key_max ? a.key_max[task] : T(0);
+  const bool refined_here = a.gate_a.present() && a.refined_on_keys;
+  T q_max = -INFINITY, k_max = -INFINITY;
+  for (int64_t first = 0; first < a.dk; first += 32 * kChunksAtOnce) {
+    const SideBiases<T> bias = first == 0 ? first_biases : load_side_biases(a, Side::Keys, h, first);
+    T q[kChunksAtOnce], k[kChunksAtOnce], gk[kChunksAtOnce], ga[kChunksAtOnce], gc[kChunksAtOnce],
+        gate[kChunksAtOnce];
+#pragma unroll
+    for (int i = 0; i < kChunksAtOnce; ++i) {
+      const int64_t c = first + lane + 32 * i;
+      const bool in = c < a.dk;
+      q[i] = in ? a.q.at(b, h, c) : T(0);
+      k[i] = in ? a.k.at(b, h, c) : T(0);
+      gk[i] = in && a.gk.present() ? a.gk.at(b, h, c) : T(0);
+      ga[i] = in && refined_here ? a.gate_a.at(b, h, c) : T(0);
+      gc[i] = in && refined_here ? a.gate_c.at(b, h, c) : T(0);
+      gate[i] = in && a.key_gate.present() ? a.key_gate.at(b, h, c) : T(0);
+    }
+#pragma unroll
+    for (int i = 0; i < kChunksAtOnce; ++i) {
+      const int64_t c = first + lane + 32 * i;
+      if (c >= a.dk) break;
+      q_max = scalar::max_nan(q_max, q[i]);
+      k_max = scalar::max_nan(k_max, k[i]);
+      ch.phi_q[c] = q[i];
+      ch.phi_k[c] = k[i];
+      ch.decay_k[c] = gk[i];
+      ch.refined_k[c] = refined_here ? refined_decay(a, ga[i] + bias.a[i], gc[i] + bias.c[i]) : T(0);
+      ch.gated_k[c] = a.key_gate.present() ? log_sigmoid_decay(a, gate[i] + bias.gate[i]) : T(0);
+    }
+  }
+  T q_shift = 0, k_shift = 0, lambda = 0;
+  if (a.normalized_exp) {
+    warp_max_pair(q_max, k_max);
+    q_shift = q_max;
+    k_shift = k_max;
+    if (a.key_max) {
+      if (!scalar::takes_over(k_max, previous_max)) k_shift = previous_max;
+      lambda = previous_max - k_shift;
+    }
+  }
+  // The lane's own channels again (its own writes: no barrier needed), in the CPU's order.
+  for (int64_t c = lane; c < a.dk; c += 32) {
+    const T q = ch.phi_q[c], k = ch.phi_k[c];
+    ch.phi_q[c] = a.normalized_exp ? a.scale * exp(q - q_shift) : a.scale * q;
+    ch.phi_k[c] = a.normalized_exp ? exp(k - k_shift) : k;
+    ch.decay_k[c] = exp(lambda + ch.decay_k[c] + ch.refined_k[c] + ch.gated_k[c]);  // absent terms add an exact 0
+  }
+  return k_shift;
+}
+
+// Warp 1: every value channel's v and its decay exp(gv + refined + gated) (the terms in the CPU's
+// order), with the loads of kChunksAtOnce chunks a lane issued before any is used.
+template <class T>
+__device__ void prepare_values(const StepArgs<T>& a, int64_t b, int64_t h, const SideBiases<T>& first_biases,
+                               const ChannelArrays<T>& ch) {
+  const int lane = threadIdx.x % 32;
+  const bool refined_here = a.gate_a.present() && !a.refined_on_keys;
+  for (int64_t first = 0; first < a.dv; first += 32 * kChunksAtOnce) {
+    const SideBiases<T> bias = first == 0 ? first_biases : load_side_biases(a, Side::Values, h, first);
+    T v[kChunksAtOnce], gv[kChunksAtOnce], ga[kChunksAtOnce], gc[kChunksAtOnce], gate[kChunksAtOnce];
+#pragma unroll
+    for (int i = 0; i < kChunksAtOnce; ++i) {
+      const int64_t c = first + lane + 32 * i;
+      const bool in = c < a.dv;
+      v[i] = in ? a.v.at(b, h, c) : T(0);
+      gv[i] = in && a.gv.present() ? a.gv.at(b, h, c) : T(0);
+      ga[i] = in && refined_here ? a.gate_a.at(b, h, c) : T(0);
+      gc[i] = in && refined_here ? a.gate_c.at(b, h, c) : T(0);
+      gate[i] = in && a.value_gate.present() ? a.value_gate.at(b, h, c) : T(0);
+    }
+#pragma unroll
+    for (int i = 0; i < kChunksAtOnce; ++i) {
+      const int64_t c = first + lane + 32 * i;
+      if (c >= a.dv) break;
+      T log_b = gv[i];
+      if (refined_here) log_b += refined_decay(a, ga[i] + bias.a[i], gc[i] + bias.c[i]);
+      if (a.value_gate.present()) log_b += log_sigmoid_decay(a, gate[i] + bias.gate[i]);
+      ch.decay_v[c] = exp(log_b);
+      ch.v[c] = v[i];
+    }
+  }
+}
+
 // A warp's share of S it updates at once: kRowsAtOnce rows (first + r * kWarps) by kTileColumns
 // key channels (c0 + lane + 32 * q), in registers.
 template <class T>
@@ -157,14 +257,15 @@ struct StateTile {
 template <class T>
 __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a) {
   extern __shared__ unsigned char shared_bytes[];
-  T* q_raw = reinterpret_cast<T*>(shared_bytes);
-  T* k_raw = q_raw + a.dk;
-  T* log_decay_k = k_raw + a.dk;  // the key-side gate's three log terms
-  T* refined_k = log_decay_k + a.dk;
-  T* gated_k = refined_k + a.dk;
-  T* decay_v = gated_k + a.dk;
-  T* v = decay_v + a.dv;
-  T* o = v + a.dv;
+  ChannelArrays<T> ch;
+  ch.phi_q = reinterpret_cast<T*>(shared_bytes);
+  ch.phi_k = ch.phi_q + a.dk;
+  ch.decay_k = ch.phi_k + a.dk;
+  ch.refined_k = ch.decay_k + a.dk;
+  ch.gated_k = ch.refined_k + a.dk;
+  ch.decay_v = ch.gated_k + a.dk;
+  ch.v = ch.decay_v + a.dv;
+  ch.o = ch.v + a.dv;
 
   const int64_t task = blockIdx.x, b = task / a.heads, h = task % a.heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -177,74 +278,28 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   const char* state_bytes = reinterpret_cast<const char*>(s_in);
   for (int64_t at = threadIdx.x * 128; at < a.dv * a.dk * static_cast<int64_t>(sizeof(T)); at += kStepThreads * 128)
     prefetch_to_l2(state_bytes + at);
-  // The parameters are no kernel's output: the output norm's gain and the gates' biases at the
-  // thread's first channel are loaded now (read after the wait, each was a trip to memory in the
-  // chain that decodes a token).
+  // The parameters are no kernel's output: the output norm's gain at the thread's first channel and
+  // the side warps' first gate biases are loaded now (read after the wait, each was a trip to
+  // memory in the chain that decodes a token).
   const T first_gain = a.norm_weight && threadIdx.x < a.dv ? __ldg(a.norm_weight + threadIdx.x) : T(1);
-  const ChannelBiases<T> first_biases = load_biases(a, h, threadIdx.x);
-  __shared__ T q_max_part[kWarps], k_max_part[kWarps];  // each warp's maxima over its channels
+  SideBiases<T> first_biases{};
+  if (warp < 2) first_biases = load_side_biases(a, warp == 0 ? Side::Keys : Side::Values, h, 0);
   wait_for_prior_kernels();
 
-  // 0. The loads: the state's first tile, the key max and every channel input are asked for here,
-  // before any is used, so that the kernel waits on memory once. Each thread then computes its
-  // channels' gate terms (kept apart and summed below in the CPU's order, so both give the same
-  // bits) and its warp's part of the maxima of q and k.
+  // 0. Every warp asks for its first tile of the state; warp 0 prepares the key side (and takes
+  // the maxima), warp 1 the value side, each with all of its loads in flight at once.
   StateTile<T> first_tile;
   first_tile.load(s_in, warp, 0, lane, a.dk, a.dv);
-  const T previous_max = a.key_max ? a.key_max[task] : T(0);
-  T q_max = -INFINITY, k_max = -INFINITY;
-  for (int64_t c = threadIdx.x; c < a.dk || c < a.dv; c += kStepThreads) {
-    const ChannelInputs<T> in = load_channel(a, b, h, c);
-    const ChannelBiases<T> bias = c == threadIdx.x ? first_biases : load_biases(a, h, c);
-    const T refined = a.gate_a.present() ? refined_decay(a, in.gate_a + bias.a, in.gate_c + bias.c) : T(0);
-    if (c < a.dk) {
-      q_raw[c] = in.q;
-      k_raw[c] = in.k;
-      q_max = scalar::max_nan(q_max, in.q);
-      k_max = scalar::max_nan(k_max, in.k);
-      log_decay_k[c] = in.gk;
-      refined_k[c] = a.refined_on_keys ? refined : T(0);
-      gated_k[c] = a.key_gate.present() ? log_sigmoid_decay(a, in.key_gate + bias.key_gate) : T(0);
-    }
-    if (c < a.dv) {
-      T log_b = in.gv;
-      if (a.gate_a.present() && !a.refined_on_keys) log_b += refined;
-      if (a.value_gate.present()) log_b += log_sigmoid_decay(a, in.value_gate + bias.value_gate);
-      decay_v[c] = exp(log_b);
-      v[c] = in.v;
-    }
-  }
-  if (a.normalized_exp) {
-    warp_max_pair(q_max, k_max);
-    if (lane == 0) q_max_part[warp] = q_max, k_max_part[warp] = k_max;
-  }
+  T k_shift = 0;
+  if (warp == 0) k_shift = prepare_keys(a, b, h, task, first_biases, ch);
+  if (warp == 1) prepare_values(a, b, h, first_biases, ch);
   __syncthreads();
-
-  // 1. The maxima of q and k (normalized exp): every thread folds the warps' parts in order.
-  T q_shift = 0, k_shift = 0, lambda = 0;
-  if (a.normalized_exp) {
-    q_shift = q_max_part[0];
-    T row_max = k_max_part[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) {
-      if (w * 32 >= a.dk) break;
-      q_shift = scalar::max_nan(q_shift, q_max_part[w]);
-      row_max = scalar::max_nan(row_max, k_max_part[w]);
-    }
-    k_shift = row_max;
-    if (a.key_max) {
-      if (!scalar::takes_over(row_max, previous_max)) k_shift = previous_max;
-      lambda = previous_max - k_shift;
-    }
-  }
-  // After the barrier above: every thread has read key_max, which new_key_max may be (in place).
+  // After the barrier: warp 0 has read key_max, which new_key_max may be (in place).
   if (a.normalized_exp && threadIdx.x == 0) a.new_key_max[task] = k_shift;
 
-  // 2. The state, a warp per row, kRowsAtOnce rows at a time so that their loads are in flight
+  // 1. The state, a warp per row, kRowsAtOnce rows at a time so that their loads are in flight
   // together (one row after another, a warp waited on every load: 12.8 us per layer on an H200 at
-  // dk = dv = 64 with 8 warps), and each row's read-out summed by a warp butterfly. The maps and the
-  // key-side decays at the lane's channels are computed by each warp for itself (three exponentials
-  // a channel), so that no barrier waits on them.
+  // dk = dv = 64 with 8 warps), and each row's read-out summed by a warp butterfly.
   for (int64_t first = warp; first < a.dv; first += kWarps * kRowsAtOnce) {
     T dots[kRowsAtOnce] = {};
     for (int64_t c0 = 0; c0 < a.dk; c0 += 32 * kTileChunks) {
@@ -255,9 +310,9 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
       for (int q = 0; q < kTileChunks; ++q) {
         const int64_t c = c0 + lane + 32 * q;
         if (c >= a.dk) continue;
-        phi_q[q] = a.normalized_exp ? a.scale * exp(q_raw[c] - q_shift) : a.scale * q_raw[c];
-        phi_k[q] = a.normalized_exp ? exp(k_raw[c] - k_shift) : k_raw[c];
-        decay_k[q] = exp(lambda + log_decay_k[c] + refined_k[c] + gated_k[c]);  // absent terms add an exact 0
+        phi_q[q] = ch.phi_q[c];
+        phi_k[q] = ch.phi_k[c];
+        decay_k[q] = ch.decay_k[c];
       }
 #pragma unroll
       for (int r = 0; r < kRowsAtOnce; ++r) {
@@ -266,7 +321,7 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
         for (int q = 0; q < kTileChunks; ++q) {
           const int64_t c = c0 + lane + 32 * q;
           if (j < a.dv && c < a.dk) {
-            const T s = decay_v[j] * tile.s[r][q] * decay_k[q] + v[j] * phi_k[q];
+            const T s = ch.decay_v[j] * tile.s[r][q] * decay_k[q] + ch.v[j] * phi_k[q];
             s_out[j * a.dk + c] = s;
             dots[r] += s * phi_q[q];
           }
@@ -276,21 +331,22 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
 #pragma unroll
     for (int r = 0; r < kRowsAtOnce; ++r) {
       const T dot = warp_sum(dots[r]);
-      if (lane == 0 && first + r * kWarps < a.dv) o[first + r * kWarps] = dot;
+      if (lane == 0 && first + r * kWarps < a.dv) ch.o[first + r * kWarps] = dot;
     }
   }
   __syncthreads();
 
-  // 3. The output norm.
+  // 2. The output norm, by the warps that write outputs (every one sums the squares itself).
+  if (warp * 32 >= a.dv) return;
   T rstd = 1;
   if (a.output_norm) {
-    const T total = warp_sum_squares(o, a.dv);
+    const T total = warp_sum_squares(ch.o, a.dv);
     rstd = T(1) / sqrt(total / static_cast<T>(a.dv) + a.norm_eps);
   }
   T* out = a.out + task * a.dv;
   for (int64_t j = threadIdx.x; j < a.dv; j += kStepThreads) {
     const T gain = j == threadIdx.x ? first_gain : a.norm_weight ? a.norm_weight[j] : T(1);
-    out[j] = a.output_norm ? o[j] * rstd * gain : o[j];
+    out[j] = a.output_norm ? ch.o[j] * rstd * gain : ch.o[j];
   }
 }
 
