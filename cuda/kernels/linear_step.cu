@@ -144,6 +144,24 @@ __device__ SideInputs<T> load_side(const StepArgs<T>& a, Side side, int64_t b, i
   return in;
 }
 
+// Calls f(c, inputs, biases, i) for each of the lane's channels c of one side (c = first + lane +
+// 32 i), kChunksAtOnce chunks at a time, each group's loads in flight together.
+template <class T, class F>
+__device__ void for_each_side_channel(const StepArgs<T>& a, Side side, int64_t b, int64_t h,
+                                      const SideBiases<T>& first_biases, F&& f) {
+  const int64_t width = side == Side::Keys ? a.dk : a.dv;
+  for (int64_t first = 0; first < width; first += 32 * kChunksAtOnce) {
+    const SideBiases<T> bias = first == 0 ? first_biases : load_side_biases(a, side, h, first);
+    const SideInputs<T> in = load_side(a, side, b, h, first);
+#pragma unroll
+    for (int i = 0; i < kChunksAtOnce; ++i) {
+      const int64_t c = first + threadIdx.x % 32 + 32 * i;
+      if (c >= width) break;
+      f(c, in, bias, i);
+    }
+  }
+}
+
 // max(log sigmoid(x) / normalizer, floor): a GLA or Fast Decay gate's log decay from its
 // pre-activation x (plus bias).
 template <class T>
@@ -191,22 +209,18 @@ __device__ T prepare_keys(const StepArgs<T>& a, int64_t b, int64_t h, int64_t ta
   const T previous_max = a.key_max ? a.key_max[task] : T(0);
   const bool refined_here = a.gate_a.present() && a.refined_on_keys;
   T q_max = -INFINITY, k_max = -INFINITY;
-  for (int64_t first = 0; first < a.dk; first += 32 * kChunksAtOnce) {
-    const SideBiases<T> bias = first == 0 ? first_biases : load_side_biases(a, Side::Keys, h, first);
-    const SideInputs<T> in = load_side(a, Side::Keys, b, h, first);
-#pragma unroll
-    for (int i = 0; i < kChunksAtOnce; ++i) {
-      const int64_t c = first + lane + 32 * i;
-      if (c >= a.dk) break;
-      q_max = scalar::max_nan(q_max, in.x[i]);
-      k_max = scalar::max_nan(k_max, in.k[i]);
-      ch.phi_q[c] = in.x[i];
-      ch.phi_k[c] = in.k[i];
-      ch.decay_k[c] = in.g[i];
-      ch.refined_k[c] = refined_here ? refined_decay(a, in.ga[i] + bias.a[i], in.gc[i] + bias.c[i]) : T(0);
-      ch.gated_k[c] = a.key_gate.present() ? log_sigmoid_decay(a, in.gate[i] + bias.gate[i]) : T(0);
-    }
-  }
+  for_each_side_channel(a, Side::Keys, b, h, first_biases,
+                        [&](int64_t c, const SideInputs<T>& in, const SideBiases<T>& bias, int i) {
+                          q_max = scalar::max_nan(q_max, in.x[i]);
+                          k_max = scalar::max_nan(k_max, in.k[i]);
+                          ch.phi_q[c] = in.x[i];
+                          ch.phi_k[c] = in.k[i];
+                          ch.decay_k[c] = in.g[i];
+                          ch.refined_k[c] =
+                              refined_here ? refined_decay(a, in.ga[i] + bias.a[i], in.gc[i] + bias.c[i]) : T(0);
+                          ch.gated_k[c] =
+                              a.key_gate.present() ? log_sigmoid_decay(a, in.gate[i] + bias.gate[i]) : T(0);
+                        });
   T q_shift = 0, k_shift = 0, lambda = 0;
   if (a.normalized_exp) {
     warp_max_pair(q_max, k_max);
@@ -232,22 +246,15 @@ __device__ T prepare_keys(const StepArgs<T>& a, int64_t b, int64_t h, int64_t ta
 template <class T>
 __device__ void prepare_values(const StepArgs<T>& a, int64_t b, int64_t h, const SideBiases<T>& first_biases,
                                const ChannelArrays<T>& ch) {
-  const int lane = threadIdx.x % 32;
   const bool refined_here = a.gate_a.present() && !a.refined_on_keys;
-  for (int64_t first = 0; first < a.dv; first += 32 * kChunksAtOnce) {
-    const SideBiases<T> bias = first == 0 ? first_biases : load_side_biases(a, Side::Values, h, first);
-    const SideInputs<T> in = load_side(a, Side::Values, b, h, first);
-#pragma unroll
-    for (int i = 0; i < kChunksAtOnce; ++i) {
-      const int64_t c = first + lane + 32 * i;
-      if (c >= a.dv) break;
-      T log_b = in.g[i];
-      if (refined_here) log_b += refined_decay(a, in.ga[i] + bias.a[i], in.gc[i] + bias.c[i]);
-      if (a.value_gate.present()) log_b += log_sigmoid_decay(a, in.gate[i] + bias.gate[i]);
-      ch.decay_v[c] = exp(log_b);
-      ch.v[c] = in.x[i];
-    }
-  }
+  for_each_side_channel(a, Side::Values, b, h, first_biases,
+                        [&](int64_t c, const SideInputs<T>& in, const SideBiases<T>& bias, int i) {
+                          T log_b = in.g[i];
+                          if (refined_here) log_b += refined_decay(a, in.ga[i] + bias.a[i], in.gc[i] + bias.c[i]);
+                          if (a.value_gate.present()) log_b += log_sigmoid_decay(a, in.gate[i] + bias.gate[i]);
+                          ch.decay_v[c] = exp(log_b);
+                          ch.v[c] = in.x[i];
+                        });
 }
 
 // A warp's share of S it updates at once: kRowsAtOnce rows (first + r * kWarps) by kTileColumns
