@@ -263,8 +263,8 @@ constexpr int kMergeChunk = 16;  // the splits a merging thread loads at once
 // splits: 64 at the standard head) and folds them into its own online softmax; then the groups'
 // results meet in shared memory, added in group order after one barrier. (Taking the maxima, the
 // weights and the values in three rounds with four barriers, the node added 3.14 - 3.26 us to a
-// decoding step per layer; now 2.91 - 2.98 on the H200.) Then the first head's block advances the row's position (the split kernel, which
-// read it, has finished).
+// decoding step per layer; now 2.91 - 2.98 on the H200.) Then the first head's block advances the
+// row's position (the split kernel, which read it, has finished).
 template <class T>
 __global__ void __launch_bounds__(kMergeThreads) cached_merge_kernel(CachedArgs<T> a, T* out, int64_t* positions) {
   extern __shared__ unsigned char shared_bytes[];

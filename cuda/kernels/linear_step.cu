@@ -177,17 +177,6 @@ __device__ T refined_decay(const StepArgs<T>& a, T x, T y) {
   return r < a.floor ? a.floor : r;
 }
 
-// The max (NaN if any is) of x and of y over a warp's lanes, the two butterflies interleaved.
-template <class T>
-__device__ void warp_max_pair(T& x, T& y) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const T other_x = __shfl_xor_sync(0xffffffffu, x, offset), other_y = __shfl_xor_sync(0xffffffffu, y, offset);
-    x = scalar::max_nan(x, other_x);
-    y = scalar::max_nan(y, other_y);
-  }
-}
-
 // What the state update reads of each channel, in shared memory. The key side's arrays first
 // hold the raw inputs and log terms; the key warp then turns q, k and gk in place into the maps
 // and the key-side decay.
@@ -223,11 +212,10 @@ __device__ T prepare_keys(const StepArgs<T>& a, int64_t b, int64_t h, int64_t ta
                         });
   T q_shift = 0, k_shift = 0, lambda = 0;
   if (a.normalized_exp) {
-    warp_max_pair(q_max, k_max);
-    q_shift = q_max;
-    k_shift = k_max;
+    q_shift = warp_max(q_max);  // two independent butterflies, which the compiler interleaves
+    k_shift = warp_max(k_max);
     if (a.key_max) {
-      if (!scalar::takes_over(k_max, previous_max)) k_shift = previous_max;
+      if (!scalar::takes_over(k_shift, previous_max)) k_shift = previous_max;
       lambda = previous_max - k_shift;
     }
   }
