@@ -286,6 +286,9 @@ __global__ void __launch_bounds__(kStepThreads) linear_step_kernel(StepArgs<T> a
   const char* state_bytes = reinterpret_cast<const char*>(s_in);
   for (int64_t at = threadIdx.x * 128; at < a.dv * a.dk * static_cast<int64_t>(sizeof(T)); at += kStepThreads * 128)
     prefetch_to_l2(state_bytes + at);
+  // So is the running key max, which warp 0 reads after its wait, before the maxima. A step ago it
+  // was in L2; since then the step's weights have streamed through it.
+  if (a.key_max && threadIdx.x == 0) prefetch_to_l2(a.key_max + task);
   // The parameters are no kernel's output: the output norm's gain at the thread's first channel and
   // the side warps' first gate biases are loaded now (read after the wait, each was a trip to
   // memory in the chain that decodes a token).
