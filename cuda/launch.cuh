@@ -218,6 +218,15 @@ __device__ __forceinline__ T warp_sum(T v) {
   return v;
 }
 
+// The warp sums of v[0..N) at once: their shuffles interleave, so N take about the time of one.
+template <int N, class T>
+__device__ __forceinline__ void warp_sums(T* v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
+}
+
 // NaN-propagating, like max() on the CPU.
 template <class T>
 __device__ __forceinline__ T warp_max(T v) {

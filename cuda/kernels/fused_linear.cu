@@ -269,13 +269,18 @@ void launch(ProductArgs<T> a, bool gated, const Placement& at) {
     constexpr int kWarps = warps_per_block(false);
     const size_t bytes = static_cast<size_t>(a.in) * sizeof(T);
     a.spans_log2 = spans_per_row_log2<kWidth>(a.in, a.outputs, a.norm, kWarps * int64_t{sm_count(at.device)});
-    if (a.spans_log2 == 0) {
-      launch_overlapped(fused_row_kernel<T, kWidth, false>, dim3(at.blocks), 32 * kWarps, bytes, at.device, at.stream,
-                        "fused_linear", a);
-    } else {
+    if (a.spans_log2 > 0) {
       const auto one_pass = static_cast<unsigned>(ceil_div(a.outputs << a.spans_log2, kWarps));
-      launch_overlapped(fused_row_kernel<T, kWidth, true>, dim3(one_pass), 32 * kWarps, bytes, at.device, at.stream,
-                        "fused_linear", a);
+      launch_overlapped(fused_row_kernel<T, kWidth, RowWork::Spans>, dim3(one_pass), 32 * kWarps, bytes, at.device,
+                        at.stream, "fused_linear", a);
+    } else if (takes_pairs<T, kWidth>(a.in, a.outputs)) {
+      // The fewest blocks that give every warp a pair, at most one an SM (more pairs a warp after).
+      const auto pairs = static_cast<unsigned>(std::min<int64_t>(ceil_div(a.outputs, 2 * kWarps), at.blocks));
+      launch_overlapped(fused_row_kernel<T, kWidth, RowWork::Pairs>, dim3(pairs), 32 * kWarps, bytes, at.device,
+                        at.stream, "fused_linear", a);
+    } else {
+      launch_overlapped(fused_row_kernel<T, kWidth, RowWork::Whole>, dim3(at.blocks), 32 * kWarps, bytes, at.device,
+                        at.stream, "fused_linear", a);
     }
     return;
   }

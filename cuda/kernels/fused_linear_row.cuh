@@ -7,13 +7,14 @@
 // barrier. With one input row, after the one barrier that stages it, every warp runs on its own:
 // each lane takes the row's columns its weights meet from shared memory into registers, the warp
 // takes the norm's statistics from its lanes (warp sums, the same in every warp) and norms its
-// lanes' columns in place, once for all the outputs it computes. A normed row must fit one batch
-// of a lane's registers (kBatchColumns: 1024 floats); a row without a norm is read a batch at a
-// time, or, where the grid has the warps, split into spans of a batch, a warp each
-// (spans_per_row_log2). The sum of squares and the norm are computed in the row's type (the
-// staged kernel computes them in double; a LayerNorm's mean and centring still are): every warp
-// computes them again, and a conversion to double per element and warp cost more than the
-// barriers saved.
+// lanes' columns in place, once for all the outputs it computes (an RMSNorm's rstd multiplies the
+// products' sums instead: norm_held_row). A normed row must fit one batch of a lane's registers
+// (kBatchColumns: 1024 floats); a row of at most half a batch is taken two outputs at a time
+// (RowWork::Pairs, takes_pairs); a row without a norm is read a batch at a time, or, where the
+// grid has the warps, split into spans of a batch, a warp each (spans_per_row_log2). The sum of
+// squares and the norm are computed in the row's type (the staged kernel computes them in double;
+// a LayerNorm's mean and centring still are): every warp computes them again, and a conversion to
+// double per element and warp cost more than the barriers saved.
 //
 // Side by side on the H200, a ReGLA decoding step went from 8,396 - 8,484 to 8,792 - 8,812
 // tokens/s, softmax at 2k from 6,615 - 6,636 to 6,745 - 6,787 (docs/benchmarks.md). Folding the
@@ -91,12 +92,16 @@ __device__ __forceinline__ void stage_row(T* staged, const T* x, int64_t in) {
   }
 }
 
-// The lanes' columns of the row normed in place: (x - mean) / std * gain + shift, the statistics
-// from warp sums over the lanes (the same in every warp). The gain is in registers since before
-// the wait; a LayerNorm's shift is read here (registers for both would spill).
+// The norm's work on the lanes' columns before the products (the statistics from warp sums over
+// the lanes, the same in every warp). A LayerNorm is applied in place, (x - mean) / std * gain +
+// shift; its gain is in registers since before the wait, its shift read here (registers for both
+// would spill). An RMSNorm leaves x * gain in place and returns the lane's part of the sum of
+// squares: its rstd multiplies each product's sum instead (rstd sum_c w_c x_c g_c), so that the
+// warp sums of the squares and of the first product run side by side (the rstd's chain of five
+// shuffles, a root and a division was before every product).
 template <class T, int kWidth>
-__device__ __forceinline__ void norm_held_row(const ProductArgs<T>& a, const T* staged, Pack<T, kWidth> (&x)[kUnroll],
-                                              const Pack<T, kWidth> (&gain)[kUnroll]) {
+__device__ __forceinline__ T norm_held_row(const ProductArgs<T>& a, const T* staged, Pack<T, kWidth> (&x)[kUnroll],
+                                           const Pack<T, kWidth> (&gain)[kUnroll]) {
   const int64_t lane_column = (threadIdx.x % 32) * kWidth;
   if (a.norm == RowNorm::Layer) {
     // The mean in double (from the staged row, which costs fewer registers than the lanes' copies)
@@ -119,16 +124,26 @@ __device__ __forceinline__ void norm_held_row(const ProductArgs<T>& a, const T* 
 #pragma unroll
     for (int e = 0; e < kWidth; ++e) sq[e] += x[k].v[e] * x[k].v[e];
   }
-  const T rstd = row_rstd(warp_sum(sum_of(sq)), a.in, a.eps);
+  if (a.norm == RowNorm::Layer) {
+    const T rstd = row_rstd(warp_sum(sum_of(sq)), a.in, a.eps);
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (lane_column + k * 32 * kWidth >= a.in) continue;
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) {
+        x[k].v[e] = x[k].v[e] * rstd * gain[k].v[e];
+        if (a.norm_bias) x[k].v[e] += __ldg(a.norm_bias + lane_column + k * 32 * kWidth + e);
+      }
+    }
+    return T(0);
+  }
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) {
     if (lane_column + k * 32 * kWidth >= a.in) continue;
 #pragma unroll
-    for (int e = 0; e < kWidth; ++e) {
-      x[k].v[e] = x[k].v[e] * rstd * gain[k].v[e];
-      if (a.norm_bias) x[k].v[e] += __ldg(a.norm_bias + lane_column + k * 32 * kWidth + e);
-    }
+    for (int e = 0; e < kWidth; ++e) x[k].v[e] *= gain[k].v[e];
   }
+  return sum_of(sq);
 }
 
 // The lane's share of w . x over one batch, in kWidth running sums (one per element of a load),
@@ -171,12 +186,70 @@ int spans_per_row_log2(int64_t in, int64_t outputs, RowNorm norm, int64_t grid_w
   return (int64_t{1} << log2) <= kWarps && (outputs << log2) <= grid_warps ? log2 : 0;
 }
 
-// kSplit: 2^a.spans_log2 warps to an output (spans_per_row_log2), each a span of its columns; the
-// grid covers the outputs in one pass, and the block's warps add their sums through shared memory
-// in span order. Without it each warp takes whole rows (and the kernel holds none of the split's
-// arithmetic).
-template <class T, int kWidth, bool kSplit, int kWarps = warps_per_block(false)>
+// Whether a warp takes its outputs two at a time (RowWork::Pairs): a row of at most half a batch
+// (d_model = 512 in float) and more outputs than a block has warps. The two rows share one batch
+// of loads, a half each, so both are in flight before the wait, and the kernel runs on half as
+// many SMs: the next kernel's blocks find the others free, start, and load their weights while
+// this one runs (a block of 16 warps holds the registers of a whole SM, so without free SMs the
+// next kernel starts only as this one's blocks finish). Side by side on one H100, ReGLA's decoding
+// step at 2k (tokens/s, docs/benchmarks.md):
+//   single rows                                                   9,220 - 9,445
+//   pairs only where the rows outnumber the grid's warps          9,465 - 9,580
+//   pairs except where they fill under a quarter of the SMs       9,660 - 9,850
+//   pairs wherever a row is at most half a batch                 10,112 - 10,234
+// The attention output's 512 outputs took longer in pairs on 16 SMs than single on 32 (2.2 against
+// 1.9 us a layer), but the MLP product after it started sooner by more.
+template <class T, int kWidth, int kWarps = warps_per_block(false)>
+bool takes_pairs(int64_t in, int64_t outputs) {
+  return 2 * in <= kBatchColumns<kWidth> && outputs > kWarps;
+}
+
+// The lane's columns of two rows in the batch's halves (a null row1 leaves its half zero).
+template <class T, int kWidth>
+__device__ __forceinline__ void load_pair(WeightBatch<T, kWidth, false>& b, const T* row0, const T* row1, int64_t base,
+                                          int64_t len) {
+  constexpr int kHalf = kUnroll / 2;
+#pragma unroll
+  for (int k = 0; k < kHalf; ++k) {
+    const int64_t c = base + k * 32 * kWidth;
+    if (c >= len) continue;
+    b.w[k] = load_weights<T, kWidth>(row0 + c);
+    b.w[kHalf + k] = row1 ? load_weights<T, kWidth>(row1 + c) : Pack<T, kWidth>{};
+  }
+}
+
+// The lane's shares of the two outputs' w . x (load_pair's halves), as batch_dot.
+template <class T, int kWidth>
+__device__ __forceinline__ void pair_dots(const WeightBatch<T, kWidth, false>& b, const Pack<T, kWidth> (&x)[kUnroll],
+                                          int64_t base, int64_t len, T (&acc)[2]) {
+  constexpr int kHalf = kUnroll / 2;
+  T first[kWidth] = {}, second[kWidth] = {};
+#pragma unroll
+  for (int k = 0; k < kHalf; ++k) {
+    if (base + k * 32 * kWidth >= len) continue;
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) {
+      first[e] += b.w[k].v[e] * x[k].v[e];
+      second[e] += b.w[kHalf + k].v[e] * x[k].v[e];
+    }
+  }
+  acc[0] = sum_of(first);
+  acc[1] = sum_of(second);
+}
+
+// How fused_row_kernel's warps take their outputs.
+enum class RowWork {
+  Whole,  // one output at a time, its row a batch of loads after another
+  Spans,  // 2^a.spans_log2 warps to an output, each a span of its columns (spans_per_row_log2); the
+          // grid covers the outputs in one pass, and the block's warps add their sums through
+          // shared memory in span order
+  Pairs,  // two outputs at a time, group g's and group g + gridDim.x's (takes_pairs)
+};
+
+template <class T, int kWidth, RowWork kWork, int kWarps = warps_per_block(false)>
 __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a) {
+  constexpr bool kSplit = kWork == RowWork::Spans, kPairs = kWork == RowWork::Pairs;
+  constexpr int kRows = kPairs ? 2 : 1;  // outputs a warp computes at once; lane r finishes the r-th
   extern __shared__ __align__(16) unsigned char shared[];
   T* staged = reinterpret_cast<T*>(shared);
   __shared__ T partial[kSplit ? kWarps : 1];  // the warps' sums of their spans
@@ -184,67 +257,96 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
   const int spans_log2 = kSplit ? a.spans_log2 : 0, spans = 1 << spans_log2;
   const int64_t lane_column = lane * kWidth, span = a.in >> spans_log2;
   const bool normed = !kSplit && a.norm != RowNorm::None, held = !kSplit && a.in <= kBatchColumns<kWidth>;
-  const int64_t first = (blockIdx.x * kWarps + warp) >> spans_log2;
   const int64_t groups = ((a.outputs << spans_log2) + kWarps - 1) / kWarps;
   const int64_t first_column = (warp % spans) * span;  // the warp's span (the same in every group)
   const int64_t end_column = first_column + span;
-  // Before the wait: the first output's first batch of weights and its bias, and the norm's gain,
-  // all in flight (nothing waits for them until after the wait). The later batches of weights are
-  // loaded into the same registers.
+  // The outputs of the warp's r-th row in `group` (past the last where there is none).
+  auto output = [&](int64_t group, int r) { return ((group + r * gridDim.x) * kWarps + warp) >> spans_log2; };
+  const bool finishes_a_row = lane < kRows && warp % spans == 0;  // lane r finishes row r
+  // Before the wait: the first group's weights (their first batch) and the bias of the lane's row,
+  // and the norm's gain, all in flight (nothing waits for them until after the wait). The later
+  // batches of weights are loaded into the same registers.
   WeightBatch<T, kWidth, false> w;
   T first_bias = T(0);
+  const int64_t first = output(blockIdx.x, 0);
   if (first < a.outputs) {
     const T* w_row = a.weight + first * a.in;
-    load_batch<T, kWidth, false>(w, w_row, nullptr, first_column + lane_column, end_column);
-    const int64_t loaded = held || span < kBatchColumns<kWidth> ? span : kBatchColumns<kWidth>;  // (no ODR use)
-    prefetch_row(w_row, first_column + loaded, end_column);
-    if (lane == 0 && a.bias) first_bias = __ldg(a.bias + first);
+    if constexpr (kPairs) {
+      const int64_t second = output(blockIdx.x, 1);
+      load_pair<T, kWidth>(w, w_row, second < a.outputs ? a.weight + second * a.in : nullptr, lane_column, a.in);
+    } else {
+      load_batch<T, kWidth, false>(w, w_row, nullptr, first_column + lane_column, end_column);
+      const int64_t loaded = held || span < kBatchColumns<kWidth> ? span : kBatchColumns<kWidth>;  // (no ODR use)
+      prefetch_row(w_row, first_column + loaded, end_column);
+    }
+    const int64_t mine = output(blockIdx.x, lane);
+    if (finishes_a_row && a.bias && mine < a.outputs) first_bias = __ldg(a.bias + mine);
   }
-  if (!kSplit) prefetch_later_rows<T, kWarps, false>(a, groups);
+  if (!kSplit) prefetch_later_rows<T, kWarps, false>(a, groups, kRows);
   Pack<T, kWidth> gain[kUnroll];
   if (normed) load_gain<T, kWidth>(gain, a.norm_weight, a.in);
   wait_for_prior_kernels();  // x and the residual are an earlier kernel's output
-  // The first output's residual is asked for with the row, so the two trips to memory overlap
-  // (read in the epilogue, it was a trip of its own after the products).
-  const bool ends_first_row = first < a.outputs && lane == 0 && warp % spans == 0;
-  const T first_residual = ends_first_row && a.residual ? a.residual[first] : T(0);
+  // The residual of the lane's first row is asked for with the row, so the two trips to memory
+  // overlap (read in the epilogue, it was a trip of its own after the products).
+  const int64_t first_mine = output(blockIdx.x, lane);
+  const T first_residual = finishes_a_row && first_mine < a.outputs && a.residual ? a.residual[first_mine] : T(0);
   stage_row<T, 32 * kWarps>(staged, a.x, a.in);
   __syncthreads();
   Pack<T, kWidth> x[kUnroll];
   if (held) load_row_batch<T, kWidth>(x, staged, lane_column, a.in);
-  if (normed) norm_held_row<T, kWidth>(a, staged, x, gain);
+  // An RMSNorm's rstd, taken with the first products' warp sums (norm_held_row); 1 otherwise.
+  bool rstd_pending = normed && a.norm == RowNorm::RMS;
+  T lane_squares = normed ? norm_held_row<T, kWidth>(a, staged, x, gain) : T(0), scale = T(1);
 
-  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
-    const int64_t j = (group * kWarps + warp) >> spans_log2;
+  for (int64_t group = blockIdx.x; group < groups; group += kRows * gridDim.x) {
+    const int64_t j = output(group, 0);
     const bool active = j < a.outputs;
     if (!active && !kSplit) break;  // no barrier below: a warp without an output is done
     const bool first_group = group == blockIdx.x;
-    const T* w_row = a.weight + (active ? j : 0) * a.in;
-    const bool ends_row = active && lane == 0 && warp % spans == 0;
-    const T residual = first_group ? first_residual : ends_row && a.residual ? a.residual[j] : T(0);
-    const T bias = first_group ? first_bias : ends_row && a.bias ? a.bias[j] : T(0);
-    T acc = T(0);
+    T acc[kRows + 1] = {};  // the rows' sums, then (rstd_pending) the lanes' squares
     if (active) {
-      for (int64_t base = first_column + lane_column; base < end_column; base += kBatchColumns<kWidth>) {
-        if (!first_group || base != first_column + lane_column)
-          load_batch<T, kWidth, false>(w, w_row, nullptr, base, end_column);
-        if (!held) load_row_batch<T, kWidth>(x, staged, base, end_column);
-        acc += batch_dot<T, kWidth>(w, x, base, end_column);
+      if constexpr (kPairs) {
+        const int64_t second = output(group, 1);
+        if (!first_group)
+          load_pair<T, kWidth>(w, a.weight + j * a.in, second < a.outputs ? a.weight + second * a.in : nullptr,
+                               lane_column, a.in);
+        T pair[2];
+        pair_dots<T, kWidth>(w, x, lane_column, a.in, pair);
+        acc[0] = pair[0];
+        acc[1] = pair[1];
+      } else {
+        const T* w_row = a.weight + j * a.in;
+        for (int64_t base = first_column + lane_column; base < end_column; base += kBatchColumns<kWidth>) {
+          if (!first_group || base != first_column + lane_column)
+            load_batch<T, kWidth, false>(w, w_row, nullptr, base, end_column);
+          if (!held) load_row_batch<T, kWidth>(x, staged, base, end_column);
+          acc[0] += batch_dot<T, kWidth>(w, x, base, end_column);
+        }
       }
-      acc = warp_sum(acc);
+      if (rstd_pending) {
+        acc[kRows] = lane_squares;
+        warp_sums<kRows + 1>(acc);
+        scale = row_rstd(acc[kRows], a.in, a.eps);
+        rstd_pending = false;
+      } else {
+        warp_sums<kRows>(acc);
+      }
     }
     if constexpr (kSplit) {
-      if (lane == 0) partial[warp] = acc;
+      if (lane == 0) partial[warp] = acc[0];
       __syncthreads();
-      if (ends_row)
-        for (int other = 1; other < spans; ++other) acc += partial[warp + other];
+      if (finishes_a_row && active)
+        for (int other = 1; other < spans; ++other) acc[0] += partial[warp + other];
       __syncthreads();  // every sum is read before a next group writes the partials again
     }
-    if (!ends_row) continue;
-    T v = acc + bias;
+    const int64_t mine = output(group, lane);
+    if (!finishes_a_row || mine >= a.outputs) continue;
+    const T residual = first_group ? first_residual : a.residual ? a.residual[mine] : T(0);
+    const T bias = first_group ? first_bias : a.bias ? a.bias[mine] : T(0);
+    T v = (kPairs && lane == 1 ? acc[1] : acc[0]) * scale + bias;  // (a select: an index by lane would put acc in memory)
     if (a.activate) v = activation_value(a.activation, v);
     if (a.residual) v += residual;
-    a.out[j] = v;
+    a.out[mine] = v;
   }
 }
 

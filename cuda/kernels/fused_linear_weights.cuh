@@ -95,16 +95,16 @@ __device__ __forceinline__ void prefetch_row(const T* row, int64_t from, int64_t
     prefetch_to_l2(row + from + l * kLine);
 }
 
-// The rows a warp takes after its first (a matrix of more outputs than the grid has warps, such
-// as the head's 8192): at most kLaterRows of them asked of L2 before the wait, so that after it
-// their loads find them there instead of going to memory one row after another.
+// The rows a warp takes after its first `loaded` (a matrix of more outputs than the grid has
+// warps, such as the head's 8192): at most kLaterRows of them asked of L2 before the wait, so that
+// after it their loads find them there instead of going to memory one row after another.
 constexpr int kLaterRows = 4;
 
 template <class T, int kWarps, bool kGated>
-__device__ __forceinline__ void prefetch_later_rows(const ProductArgs<T>& a, int64_t groups) {
+__device__ __forceinline__ void prefetch_later_rows(const ProductArgs<T>& a, int64_t groups, int loaded = 1) {
   const int warp = threadIdx.x / 32;
   int n = 0;
-  for (int64_t group = blockIdx.x + gridDim.x; group < groups && n < kLaterRows; group += gridDim.x, ++n) {
+  for (int64_t group = blockIdx.x + loaded * gridDim.x; group < groups && n < kLaterRows; group += gridDim.x, ++n) {
     const int64_t j = group * kWarps + warp;
     if (j >= a.outputs) break;
     prefetch_row(a.weight + j * a.in, 0, a.in);

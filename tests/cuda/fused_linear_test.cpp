@@ -1,10 +1,11 @@
 // The CUDA fused_linear (cuda/kernels/fused_linear.cu) against the CPU kernel, its oracle: every
 // norm and activation, gated and not, at awkward widths (1, odd ones that take the one-element
 // loads, ones a 16-byte load divides), 1 to 4 input rows (one row held in registers: normed up to
-// one batch wide, plain at any length, a plain row past a batch split among warps; up to 4
-// staged in shared memory), rows long enough to be staged in parts, a LayerNorm's input far from
-// zero, weights that start off a 16-byte boundary, and, through the backend directly, more rows
-// than one launch takes; more outputs than the grid has warps.
+// one batch wide, plain at any length, a plain row past a batch split among warps, a row of at
+// most half a batch two outputs a warp at a time; up to 4 staged in shared memory), rows long
+// enough to be staged in parts, a LayerNorm's input far from zero, weights that start off a
+// 16-byte boundary, and, through the backend directly, more rows than one launch takes; more
+// outputs than the grid has warps.
 #include <string>
 #include <vector>
 
@@ -167,6 +168,25 @@ TEST(FusedLinearCuda, OneRowSplitAcrossWarps) {
   expect_parity({1, 2048, 129, RowNorm::None, true, GeluErf, true, false, true}, kFloat64, 143);
   expect_parity({1, 768, 50, RowNorm::None, false, Relu, true, false, true}, kFloat32, 144, /*misaligned=*/true);
   expect_parity({1, 2048, 2000, RowNorm::None, false, Relu, true, false, true}, kFloat32, 145);
+}
+
+TEST(FusedLinearCuda, OneRowTwoOutputsAtATime) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // A row of at most half a batch and enough outputs for pairs on a quarter of the SMs: each warp
+  // takes its outputs two at a time, their rows in the halves of one batch of loads (takes_pairs).
+  // Odd counts leave a warp's last pair with one row; 5001 outputs take more than one pass of the
+  // grid; doubles (half a batch: 256), one-element loads (128 off a 16-byte boundary), both norms,
+  // ReGLA's q, k, v and gate product (2560 of 512) and an MLP's first (2048 of 512).
+  using enum UnaryOp;
+  expect_parity({1, 512, 5001, RowNorm::RMS, true, GeluTanh, true, false, true}, kFloat32, 150);
+  expect_parity({1, 300, 4099, RowNorm::Layer, true, Silu, true, false, true}, kFloat32, 151);
+  expect_parity({1, 256, 4500, RowNorm::None, true, Relu, true, false, true}, kFloat64, 152);
+  expect_parity({1, 100, 3001, RowNorm::RMS, false, Relu, true, false, true}, kFloat32, 153, /*misaligned=*/true);
+  expect_parity({1, 512, 2560, RowNorm::RMS}, kFloat32, 154);
+  expect_parity({1, 200, 6000, RowNorm::RMS, true, GeluErf, false, false, true}, kFloat64, 155);
+  expect_parity({1, 512, 2048, RowNorm::RMS, true, GeluTanh, true}, kFloat32, 156);
+  expect_parity({1, 480, 1601, RowNorm::Layer, false, Relu, false, false, true}, kFloat32, 157);
 }
 
 TEST(FusedLinearCuda, OneRowWithALargeMeanIsNormedAccurately) {
