@@ -303,6 +303,12 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
     const bool active = j < a.outputs;
     if (!active && !kSplit) break;  // no barrier below: a warp without an output is done
     const bool first_group = group == blockIdx.x;
+    // The lane's row (lane r < kRows finishes row r): its residual and bias are asked for before
+    // the products, so that their trips overlap the weights'.
+    const int64_t mine = output(group, lane);
+    const bool finishes = finishes_a_row && mine < a.outputs;
+    const T residual = first_group ? first_residual : finishes && a.residual ? a.residual[mine] : T(0);
+    const T bias = first_group ? first_bias : finishes && a.bias ? a.bias[mine] : T(0);
     T acc[kRows + 1] = {};  // the rows' sums, then (rstd_pending) the lanes' squares
     if (active) {
       if constexpr (kPairs) {
@@ -335,14 +341,11 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
     if constexpr (kSplit) {
       if (lane == 0) partial[warp] = acc[0];
       __syncthreads();
-      if (finishes_a_row && active)
+      if (finishes)
         for (int other = 1; other < spans; ++other) acc[0] += partial[warp + other];
       __syncthreads();  // every sum is read before a next group writes the partials again
     }
-    const int64_t mine = output(group, lane);
-    if (!finishes_a_row || mine >= a.outputs) continue;
-    const T residual = first_group ? first_residual : a.residual ? a.residual[mine] : T(0);
-    const T bias = first_group ? first_bias : a.bias ? a.bias[mine] : T(0);
+    if (!finishes) continue;
     T v = (kPairs && lane == 1 ? acc[1] : acc[0]) * scale + bias;  // (a select: an index by lane would put acc in memory)
     if (a.activate) v = activation_value(a.activation, v);
     if (a.residual) v += residual;
