@@ -228,7 +228,9 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
     m = top;
     if (j0 + kWarps * kColumnsAtOnce < last) load_run(a, base, j0 + kWarps * kColumnsAtOnce, last, key, value);
   }
-  // Merge the warps, in warp order.
+  // Merge the warps, in warp order. A warp with no columns, or whose scores were all NaN, has max
+  // -inf: it weighs 0, and a NaN sum times 0 keeps the row NaN, as on the CPU (skipping such a
+  // warp lost the NaN of a split whose every score was NaN).
   if (lane == 0) {
     warp_max[warp] = m;
     warp_sum_of[warp] = sum;
@@ -239,13 +241,13 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
   __syncthreads();
   T block_max = -INFINITY;
   for (int w = 0; w < kWarps; ++w) block_max = fmax(block_max, warp_max[w]);
+  T weight[kWarps];
+  for (int w = 0; w < kWarps; ++w) weight[w] = warp_max[w] == -INFINITY ? T(0) : exp(warp_max[w] - block_max);
   T block_sum = 0;
-  for (int w = 0; w < kWarps; ++w)
-    if (warp_max[w] != -INFINITY) block_sum += warp_sum_of[w] * exp(warp_max[w] - block_max);
+  for (int w = 0; w < kWarps; ++w) block_sum += warp_sum_of[w] * weight[w];
   for (int64_t d = threadIdx.x; d < a.dh; d += blockDim.x) {
     T total = 0;
-    for (int w = 0; w < kWarps; ++w)
-      if (warp_max[w] != -INFINITY) total += warp_acc[w * a.dh + d] * exp(warp_max[w] - block_max);
+    for (int w = 0; w < kWarps; ++w) total += warp_acc[w * a.dh + d] * weight[w];
     a.part_acc[part * a.dh + d] = total;
   }
   if (threadIdx.x == 0) {

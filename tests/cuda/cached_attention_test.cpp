@@ -4,7 +4,9 @@
 // many, and a split holding only the new column), rows at different positions with some wrapped
 // around the ring, grouped queries, partial and no rotation, and a row past the RoPE tables.
 // Then several steps in a row, each reading what the previous one wrote, read back after each
-// step and queued back to back.
+// step and queued back to back; and cached keys of NaN, which make their rows NaN wherever they
+// fall among the splits.
+#include <cmath>
 #include <vector>
 
 #include "tests/cuda/parity.h"
@@ -100,6 +102,26 @@ TEST(CachedAttentionCuda, StepsQueuedBackToBack) {
   }
   for (int step = 0; step < 30; ++step) EXPECT_TRUE(matches_cpu(got[step], want[step])) << "step " << step;
   expect_same_state(in.cpu, in.cuda, "after 30 steps");
+}
+
+TEST(CachedAttentionCuda, NaNKeysMakeTheirRowsNaN) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // Row 0's keys are NaN over a whole split's worth of columns (every score of that split and of
+  // its warps NaN), row 1's at one column: both rows NaN, as on the CPU; row 2 untouched.
+  Generator gen(37);
+  OnBoth in = draw({3, 2, 1, 64, 16, 2100, {2000, 2000, 2000}}, kFloat32, gen);
+  for (CachedAttentionInputs* side : {&in.cpu, &in.cuda}) {
+    Tensor split_of_row_0 = narrow(narrow(side->cache_k, 0, 0, 1), 2, 300, 200);
+    Tensor column_of_row_1 = narrow(narrow(side->cache_k, 0, 1, 1), 2, 1000, 1);
+    copy_(split_of_row_0, full({1}, NAN, kFloat32));
+    copy_(column_of_row_1, full({1}, NAN, kFloat32));
+  }
+  const Tensor want = run_cached_attention(in.cpu), got = run_cached_attention(in.cuda);
+  const std::vector<double> rows = want.to_vector<double>();  // (3, 2, 64)
+  EXPECT_TRUE(std::isnan(rows[0]) && std::isnan(rows[128]) && !std::isnan(rows[256]));
+  EXPECT_TRUE(matches_cpu(got, want));
+  expect_same_state(in.cpu, in.cuda, "NaN keys");
 }
 
 }  // namespace
