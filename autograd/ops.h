@@ -23,7 +23,8 @@
 //   linear_step.cpp     linear_attention_step (no autograd: a linear attention layer's decoding
 //                  token in one kernel)
 //   cached_attention.cpp  cached_attention_step (no autograd: softmax attention's decoding token
-//                  over a KV cache written in place)
+//                  over a KV cache written in place) and cached_attention_projected (the same
+//                  with the output projection after it)
 //   fused_linear.cpp  fused_linear (a decoding step's product with its input norm, activation and
 //                  residual in one kernel; the composite ops under autograd)
 // Errors name the op and the offending shapes, dtypes and devices (tensor/error.h).
@@ -327,10 +328,22 @@ Tensor& sample_tokens_(Tensor& ids, const Tensor& logits, const Tensor& u, const
 // token's k, v (B, KV, dh); positions (B) Int64, the tokens each row has seen; cos, sin the RoPE
 // tables (L, half) or undefined; cache_k, cache_v (B, KV, C, dh). Writes the rotated key and the
 // value into column positions[b] mod C, attends over the columns seen (the last C positions),
-// advances positions by one, and returns (B, H, dh). scale defaults to 1/sqrt(dh). One launch
-// on CUDA whatever the position: a decoding step that keeps its shapes, so a graph can replay it.
+// advances positions by one, and returns (B, H, dh). scale defaults to 1/sqrt(dh). The same
+// launches on CUDA whatever the position: a decoding step that keeps its shapes, so a graph can
+// replay it.
 Tensor cached_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& positions, const Tensor& cos,
                              const Tensor& sin, Tensor& cache_k, Tensor& cache_v, std::optional<double> scale = {});
+// The product a decoding step's attention output feeds: out = heads weight^T + bias + residual,
+// with heads the step's (B, H dh) rows; weight (N, H dh), bias (N) and residual (B, N), the last
+// two optional.
+struct AttentionProjection {
+  Tensor weight, bias, residual;
+};
+// cached_attention_step and that product in one call, (B, N): on CUDA at batch 1 the product's
+// kernel merges the attention's per-split results itself, one launch fewer per layer.
+Tensor cached_attention_projected(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& positions,
+                                  const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v,
+                                  const AttentionProjection& projection, std::optional<double> scale = {});
 
 // max |a - b| over two tensors of one shape (no autograd): how tests and benchmarks compare results.
 double max_abs_diff(const Tensor& a, const Tensor& b);

@@ -1,7 +1,8 @@
 // Softmax attention's decoding token over a KV cache kept in place (tensor/backend_kernels.def:
 // cached_attention_step): the plain CPU kernel and the oracle of the CUDA one. The new key is
 // rotated in the element type, as the rotary kernel does (scalar::rotate_pair), so that the cache
-// holds what a prefill would have put there; scores and sums are in double.
+// holds what a prefill would have put there; scores and sums are in double. cached_attention_projected
+// is the step into a buffer of (B, H dh) rows, then fused_linear on them.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/parallel.h"
+#include "tensor/creation.h"
 #include "tensor/scalar_math.h"
 
 namespace linea::cpu {
@@ -81,6 +83,16 @@ void CpuBackend::cached_attention_step(const Tensor& q, const Tensor& k, const T
     });
     for (int64_t b = 0; b < batch; ++b) pos[b] = std::max<int64_t>(pos[b], 0) + 1;
   });
+}
+
+void CpuBackend::cached_attention_projected(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                                            const Tensor& cos, const Tensor& sin, double scale, const Tensor& cache_k,
+                                            const Tensor& cache_v, const FusedLinearInputs& projection,
+                                            const Tensor& out) const {
+  FusedLinearInputs product = projection;
+  product.x = empty({q.size(0), q.size(1) * q.size(2)}, q.dtype(), q.device());
+  cached_attention_step(q, k, v, positions, cos, sin, scale, cache_k, cache_v, product.x);  // writes rows of H dh
+  fused_linear(product, FusedLinearOptions{}, out);
 }
 
 }  // namespace linea::cpu

@@ -6,22 +6,30 @@
 // (max, sum, weighted values); a second kernel merges a row's splits in split order. The split
 // count depends on the cache's capacity, never on the positions, so a CUDA graph can replay the
 // step at any position: blocks whose columns are not yet seen exit after writing an empty part.
+// cached_attention_projected, at batch 1, leaves the merge to the output projection's kernel
+// instead (cuda/kernels/attention_splits.h), which also advances the position; the split kernel
+// then writes how many splits hold seen columns. (Merging in the split kernel, by the last block
+// of a row to finish, counted with atomics between fences, made the softmax step slower:
+// docs/benchmarks.md.)
 //
 // The block whose columns hold the new token's column writes the rotated key and the value
 // there (the first query head of each K/V head, so each column is written once), and every block
 // reads that column from the inputs rather than from the cache: no block waits on another. The
-// merge advances the positions, after every read of them.
+// merge (or the product) advances the positions, after every read of them.
 //
 // Each warp takes runs of adjacent columns, loading a run's keys and values together so that the
 // loads are in flight at once, and rescales its online softmax once per run; a lane holds dims
 // lane, lane + 32, ... of the query, of the run's rows and of its accumulators. The first run is
 // loaded before the kernel waits for the one before it (cached_split_kernel says why it may).
 // Every reduction combines in a fixed order: the same input gives the same bits on every run.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "cuda/buffer.h"
+#include "cuda/kernels/attention_splits.h"
 #include "cuda/kernels/rows.cuh"
+#include "tensor/creation.h"
 #include "tensor/scalar_math.h"
 
 namespace linea::cuda {
@@ -38,6 +46,7 @@ struct CachedArgs {
   const T *q, *k, *v, *cos, *sin;
   int64_t q_stride, k_stride, v_stride;  // between batch rows of q, k, v (each row's heads are dense)
   const int64_t* positions;
+  int* live;  // (B) or null: the splits holding seen columns, for a product that merges them
   T *cache_k, *cache_v;
   T* part_max;  // (B H, splits): the running max of a split's scores (NaN: past the tables)
   T* part_sum;  // (B H, splits): its sum of exp(score - max)
@@ -149,6 +158,10 @@ __global__ void __launch_bounds__(kSplitThreads) cached_split_kernel(CachedArgs<
   const SplitColumns s = split_columns(a, p, split);
   if (p != guess) load_ahead(p, s);
   const int64_t part = row * a.splits + split;
+  if (a.live && h == 0 && split == 0 && threadIdx.x == 0) {
+    const int64_t seen = p + 1 < a.columns ? p + 1 : a.columns;
+    a.live[b] = s.past_tables ? 0 : static_cast<int>((seen + a.per_split - 1) / a.per_split);
+  }
   if (s.empty()) {  // nothing to read here (NaN marks a row past the tables)
     if (threadIdx.x == 0) {
       a.part_max[part] = s.past_tables ? T(NAN) : T(-INFINITY);
@@ -334,57 +347,119 @@ __global__ void __launch_bounds__(kMergeThreads) cached_merge_kernel(CachedArgs<
 
 }  // namespace
 
+namespace {
+
+// How a step's columns are split: enough blocks to fill the GPU eight times over, but no split
+// shorter than kMinColumnsPerSplit. It depends on the cache's capacity, never on the positions.
+struct SplitPlan {
+  int64_t splits, per_split;
+};
+SplitPlan plan_splits(int64_t rows, int64_t columns, int device) {
+  const int64_t wanted = ceil_div(8 * static_cast<int64_t>(sm_count(device)), rows);
+  const int64_t splits = std::max<int64_t>(1, std::min(wanted, ceil_div(columns, kMinColumnsPerSplit)));
+  return {splits, ceil_div(columns, splits)};
+}
+
+// The split kernel's arguments for the step's tensors, its results into part_max, part_sum and
+// part_acc (rows x splits of each).
+template <class T>
+CachedArgs<T> split_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions, const Tensor& cos,
+                         const Tensor& sin, double scale, const Tensor& cache_k, const Tensor& cache_v,
+                         const SplitPlan& plan, T* part_max, T* part_sum, T* part_acc) {
+  CachedArgs<T> a{};
+  a.q = q.data<T>();
+  a.q_stride = q.stride(0);
+  a.k_stride = k.stride(0);
+  a.v_stride = v.stride(0);
+  a.k = k.data<T>();
+  a.v = v.data<T>();
+  a.cos = data_or_null<T>(cos);
+  a.sin = data_or_null<T>(sin);
+  a.positions = positions.data<int64_t>();
+  a.cache_k = cache_k.data<T>();
+  a.cache_v = cache_v.data<T>();
+  a.part_max = part_max;
+  a.part_sum = part_sum;
+  a.part_acc = part_acc;
+  a.heads = q.size(1);
+  a.group = q.size(1) / cache_k.size(1);
+  a.columns = cache_k.size(2);
+  a.dh = q.size(2);
+  a.half = cos.defined() ? cos.size(1) : 0;
+  a.table = cos.defined() ? cos.size(0) : 0;
+  a.per_split = plan.per_split;
+  a.splits = static_cast<int>(plan.splits);
+  a.scale = static_cast<T>(scale);
+  return a;
+}
+
+template <class T>
+void launch_splits(const CachedArgs<T>& a, int64_t rows, int device, cudaStream_t stream, const char* op) {
+  const size_t bytes = sizeof(T) * (2 * a.dh + kWarps * a.dh + 2 * kWarps + 2 * a.half);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(a.splits));
+  auto split_kernel = a.dh <= 64    ? cached_split_kernel<T, 2>
+                      : a.dh <= 128 ? cached_split_kernel<T, 4>
+                                    : cached_split_kernel<T, 8>;
+  launch_overlapped(split_kernel, grid, kSplitThreads, bytes, device, stream, op, a);
+}
+
+void check_step_sizes(int64_t rows, int64_t dh, const char* op) {
+  LINEA_CHECK(dh <= kMaxHeadDim, op, "the CUDA kernel takes head dims up to ", kMaxHeadDim, ", got ", dh);
+  LINEA_CHECK(rows <= INT32_MAX, op, "too many (batch, head) pairs: ", rows);
+}
+
+}  // namespace
+
 void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
                                         const Tensor& cos, const Tensor& sin, double scale, const Tensor& cache_k,
                                         const Tensor& cache_v, const Tensor& out) const {
   const char* op = "cached_attention_step";
   check_on_device(device_, op, {&q, &k, &v, &positions, &cos, &sin, &cache_k, &cache_v, &out});
-  const int64_t batch = q.size(0), heads = q.size(1), dh = q.size(2), columns = cache_k.size(2);
-  LINEA_CHECK(dh <= kMaxHeadDim, op, "the CUDA kernel takes head dims up to ", kMaxHeadDim, ", got ", dh);
-  const int64_t rows = batch * heads;
-  LINEA_CHECK(rows <= INT32_MAX, op, "too many (batch, head) pairs: ", rows);
-  // Enough blocks to fill the GPU eight times over, but no split shorter than kMinColumnsPerSplit.
-  const int64_t wanted = ceil_div(8 * static_cast<int64_t>(sm_count(device_)), rows);
-  const int64_t splits = std::max<int64_t>(1, std::min(wanted, ceil_div(columns, kMinColumnsPerSplit)));
-  const int64_t per_split = ceil_div(columns, splits);
+  const int64_t rows = q.size(0) * q.size(1), dh = q.size(2);
+  check_step_sizes(rows, dh, op);
+  const SplitPlan plan = plan_splits(rows, cache_k.size(2), device_);
   const cudaStream_t stream = use_device(device_);
   dispatch_floating(q.dtype(), op, [&]<class T>() {
-    DeviceBuffer part_max(rows * splits * sizeof(T), device_), part_sum(rows * splits * sizeof(T), device_);
-    DeviceBuffer part_acc(rows * splits * dh * sizeof(T), device_);
-    CachedArgs<T> a{};
-    a.q = q.data<T>();
-    a.q_stride = q.stride(0);
-    a.k_stride = k.stride(0);
-    a.v_stride = v.stride(0);
-    a.k = k.data<T>();
-    a.v = v.data<T>();
-    a.cos = data_or_null<T>(cos);
-    a.sin = data_or_null<T>(sin);
-    a.positions = positions.data<int64_t>();
-    a.cache_k = cache_k.data<T>();
-    a.cache_v = cache_v.data<T>();
-    a.part_max = part_max.as<T>();
-    a.part_sum = part_sum.as<T>();
-    a.part_acc = part_acc.as<T>();
-    a.heads = heads;
-    a.group = heads / cache_k.size(1);
-    a.columns = columns;
-    a.dh = dh;
-    a.half = cos.defined() ? cos.size(1) : 0;
-    a.table = cos.defined() ? cos.size(0) : 0;
-    a.per_split = per_split;
-    a.splits = static_cast<int>(splits);
-    a.scale = static_cast<T>(scale);
-    const size_t bytes = sizeof(T) * (2 * dh + kWarps * dh + 2 * kWarps + 2 * a.half);
-    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
-    auto split_kernel = dh <= 64    ? cached_split_kernel<T, 2>
-                        : dh <= 128 ? cached_split_kernel<T, 4>
-                                    : cached_split_kernel<T, 8>;
-    launch_overlapped(split_kernel, grid, kSplitThreads, bytes, device_, stream, op, a);
+    DeviceBuffer part_max(rows * plan.splits * sizeof(T), device_), part_sum(rows * plan.splits * sizeof(T), device_);
+    DeviceBuffer part_acc(rows * plan.splits * dh * sizeof(T), device_);
+    const CachedArgs<T> a = split_args<T>(q, k, v, positions, cos, sin, scale, cache_k, cache_v, plan,
+                                          part_max.as<T>(), part_sum.as<T>(), part_acc.as<T>());
+    launch_splits(a, rows, device_, stream, op);
     const size_t merge_bytes = sizeof(T) * (kMergeThreads / dh) * (dh + 2);  // each group's max, sum and values
     launch_overlapped(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), kMergeThreads, merge_bytes, device_,
                       stream, op, a, out.data<T>(), positions.data<int64_t>());
   });
+}
+
+void CudaBackend::cached_attention_projected(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& positions, const Tensor& cos, const Tensor& sin,
+                                             double scale, const Tensor& cache_k, const Tensor& cache_v,
+                                             const FusedLinearInputs& projection, const Tensor& out) const {
+  const char* op = "cached_attention_projected";
+  check_on_device(device_, op,
+                  {&q, &k, &v, &positions, &cos, &sin, &cache_k, &cache_v, &projection.weight, &projection.bias,
+                   &projection.residual, &out});
+  const int64_t batch = q.size(0), heads = q.size(1), dh = q.size(2), rows = batch * heads;
+  check_step_sizes(rows, dh, op);
+  const SplitPlan plan = plan_splits(rows, cache_k.size(2), device_);
+  if (batch == 1 && q.dtype() == kFloat32 && takes_attention_splits(projection, heads, dh, plan.splits, device_)) {
+    const cudaStream_t stream = use_device(device_);
+    DeviceBuffer part_max(rows * plan.splits * sizeof(float), device_);
+    DeviceBuffer part_sum(rows * plan.splits * sizeof(float), device_);
+    DeviceBuffer part_acc(rows * plan.splits * dh * sizeof(float), device_), live(sizeof(int), device_);
+    CachedArgs<float> a = split_args<float>(q, k, v, positions, cos, sin, scale, cache_k, cache_v, plan,
+                                            part_max.as<float>(), part_sum.as<float>(), part_acc.as<float>());
+    a.live = live.as<int>();
+    launch_splits(a, rows, device_, stream, op);
+    const AttentionSplits splits{part_max.as<float>(), part_sum.as<float>(), part_acc.as<float>(), live.as<int>(),
+                                 positions.data<int64_t>(), static_cast<int>(plan.splits), static_cast<int>(dh)};
+    fused_linear_from_splits(projection, splits, out, device_);
+    return;
+  }
+  FusedLinearInputs product = projection;
+  product.x = empty({batch, heads * dh}, q.dtype(), q.device());
+  cached_attention_step(q, k, v, positions, cos, sin, scale, cache_k, cache_v, product.x);  // writes rows of H dh
+  fused_linear(product, FusedLinearOptions{}, out);
 }
 
 }  // namespace linea::cuda

@@ -267,7 +267,10 @@ template <class T, int kWidth>
 void launch(ProductArgs<T> a, bool gated, const Placement& at) {
   if (takes_one_row<T, kWidth>(a.rows, a.in, a.norm, gated)) {
     constexpr int kWarps = warps_per_block(false);
-    const size_t bytes = static_cast<size_t>(a.in) * sizeof(T);
+    // The staged row, and the split weights of an attention step's splits (x null: the row is
+    // merged from them, by the kernel that takes pairs; takes_attention_splits).
+    const int64_t split_weights = a.x == nullptr ? a.in / a.splits.dh * kMaxMergedSplits : 0;
+    const size_t bytes = static_cast<size_t>(a.in + split_weights) * sizeof(T);
     a.spans_log2 = spans_per_row_log2<kWidth>(a.in, a.outputs, a.norm, kWarps * int64_t{sm_count(at.device)});
     if (a.spans_log2 > 0) {
       const auto one_pass = static_cast<unsigned>(ceil_div(a.outputs << a.spans_log2, kWarps));
@@ -294,48 +297,88 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
+namespace {
+
+// The kernels' arguments for `in` and `options`, but the rows (set per launch).
+template <class T>
+ProductArgs<T> product_args(const FusedLinearInputs& in, const FusedLinearOptions& options) {
+  ProductArgs<T> a{};
+  a.weight = in.weight.data<T>();
+  a.bias = data_or_null<T>(in.bias);
+  a.up_weight = data_or_null<T>(in.up_weight);
+  a.up_bias = data_or_null<T>(in.up_bias);
+  a.norm_weight = data_or_null<T>(in.norm_weight);
+  a.norm_bias = data_or_null<T>(in.norm_bias);
+  a.x_stride = in.x.defined() ? in.x.stride(0) : 0;
+  a.residual_stride = in.residual.defined() ? in.residual.stride(0) : 0;
+  a.in = in.weight.size(1);
+  a.outputs = in.weight.size(0);
+  a.norm = options.norm;
+  a.eps = options.norm_eps;
+  a.activate = options.activate;
+  a.activation = options.activation;
+  return a;
+}
+
+// Whether the kernels may read the weights (and the norm's gain) 16 bytes at a time. (The one-row
+// kernel reads the norm's gain in 16-byte loads.)
+template <class T>
+bool loads_vectors(const ProductArgs<T>& a) {
+  constexpr int kVector = 16 / sizeof(T);
+  return a.in % kVector == 0 && aligned16(a.weight) && (!a.up_weight || aligned16(a.up_weight)) &&
+         (!a.norm_weight || aligned16(a.norm_weight));
+}
+
+Placement placement(int64_t outputs, bool gated, int device) {
+  const int64_t groups = ceil_div(outputs, warps_per_block(gated));
+  const int64_t waves = gated ? 8 : 1;  // blocks per SM at most (the grid-stride loop does the rest)
+  return {static_cast<unsigned>(std::min<int64_t>(groups, waves * sm_count(device))), device, use_device(device)};
+}
+
+}  // namespace
+
 void CudaBackend::fused_linear(const FusedLinearInputs& in, const FusedLinearOptions& options,
                                const Tensor& out) const {
   const char* op = "fused_linear";
   check_on_device(device_, op,
                   {&in.x, &in.weight, &in.bias, &in.up_weight, &in.up_bias, &in.norm_weight, &in.norm_bias,
                    &in.residual, &out});
-  const int64_t rows = in.x.size(0), width = in.x.size(1), outputs = in.weight.size(0);
+  const int64_t rows = in.x.size(0), outputs = in.weight.size(0);
   if (rows == 0 || outputs == 0) return;
   const bool gated = in.up_weight.defined();
-  const int64_t groups = ceil_div(outputs, warps_per_block(gated));
-  const int64_t waves = gated ? 8 : 1;  // blocks per SM at most (the grid-stride loop does the rest)
-  const Placement at{static_cast<unsigned>(std::min<int64_t>(groups, waves * sm_count(device_))), device_,
-                     use_device(device_)};
+  const Placement at = placement(outputs, gated, device_);
   dispatch_floating(in.x.dtype(), op, [&]<class T>() {
-    ProductArgs<T> a{};
-    a.weight = in.weight.data<T>();
-    a.bias = data_or_null<T>(in.bias);
-    a.up_weight = data_or_null<T>(in.up_weight);
-    a.up_bias = data_or_null<T>(in.up_bias);
-    a.norm_weight = data_or_null<T>(in.norm_weight);
-    a.norm_bias = data_or_null<T>(in.norm_bias);
-    a.x_stride = in.x.stride(0);
-    a.residual_stride = in.residual.defined() ? in.residual.stride(0) : 0;
-    a.in = width;
-    a.outputs = outputs;
-    a.norm = options.norm;
-    a.eps = options.norm_eps;
-    a.activate = options.activate;
-    a.activation = options.activation;
-    constexpr int kVector = 16 / sizeof(T);
-    // (The one-row kernel reads the norm's gain in 16-byte loads.)
-    const bool vectors = width % kVector == 0 && aligned16(a.weight) && (!gated || aligned16(a.up_weight)) &&
-                         (!a.norm_weight || aligned16(a.norm_weight));
+    ProductArgs<T> a = product_args<T>(in, options);
+    const bool vectors = loads_vectors(a);
     for (int64_t first = 0; first < rows; first += kMaxRowsPerLaunch) {
       a.rows = static_cast<int>(std::min(kMaxRowsPerLaunch, rows - first));
       a.x = in.x.data<T>() + first * a.x_stride;
       a.residual = in.residual.defined() ? in.residual.data<T>() + first * a.residual_stride : nullptr;
       a.out = out.data<T>() + first * outputs;
-      if (vectors) launch<T, kVector>(a, gated, at);
+      if (vectors) launch<T, 16 / sizeof(T)>(a, gated, at);
       else launch<T, 1>(a, gated, at);
     }
   });
+}
+
+bool takes_attention_splits(const FusedLinearInputs& projection, int64_t heads, int64_t dh, int64_t splits,
+                            int device) {
+  if (projection.weight.dtype() != kFloat32 || splits > kMaxMergedSplits) return false;
+  const ProductArgs<float> a = product_args<float>(projection, FusedLinearOptions{});
+  const int64_t warps = warps_per_block(false) * int64_t{sm_count(device)};
+  return a.in == heads * dh && loads_vectors(a) && takes_one_row<float, 4>(1, a.in, RowNorm::None, false) &&
+         spans_per_row_log2<4>(a.in, a.outputs, RowNorm::None, warps) == 0 && takes_pairs<float, 4>(a.in, a.outputs);
+}
+
+void fused_linear_from_splits(const FusedLinearInputs& projection, const AttentionSplits& splits, const Tensor& out,
+                              int device) {
+  ProductArgs<float> a = product_args<float>(projection, FusedLinearOptions{});
+  a.rows = 1;
+  a.x = nullptr;  // the row is the splits'
+  a.splits = splits;
+  a.residual = data_or_null<float>(projection.residual);
+  a.out = out.data<float>();
+  launch<float, 4>(a, false, placement(a.outputs, false, device));
 }
 
 }  // namespace linea::cuda

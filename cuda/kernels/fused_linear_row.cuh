@@ -22,6 +22,8 @@
 // the wait) was much slower: the fold waits for the weights before the warps reach the wait that
 // lets the next kernel start, and every product converted its terms to double (6,600 tokens/s with
 // each warp reading the row from global memory and no barrier, 6,350 with it staged).
+#include <type_traits>
+
 #include "cuda/kernels/fused_linear_weights.cuh"
 
 namespace linea::cuda {
@@ -90,6 +92,58 @@ __device__ __forceinline__ void stage_row(T* staged, const T* x, int64_t in) {
     for (int i = 0; i < kLoads; ++i)
       if (base + i * kThreads < in) staged[base + i * kThreads] = v[i];
   }
+}
+
+// The input row from an attention step's splits (attention_splits.h): column c = (head h, dim d)
+// of the row is
+//   sum_i exp(max_hi - M_h) acc_hid / sum_i exp(max_hi - M_h) sum_hi,    M_h = max_i max_hi,
+// over the live splits i, the merge kernel's sum (cuda/kernels/cached_attention.cu). Each thread
+// asks for its column's weighted values of every split at once; meanwhile a warp per head turns the
+// splits' maxima and sums into weights, in shared memory (`weights`, kMaxMergedSplits a head). How
+// many splits are live is itself the split kernel's output: every split's values are asked for
+// with it, in the same trip, and those of splits not live are left out afterwards by a select (they
+// are stale, possibly NaN). A split whose scores were all NaN has max -inf and a NaN sum: it weighs
+// 0 and 0 NaN makes its row NaN, as the merge kernel does. The first block advances the row's
+// position: every block of the split kernel, which read it, has finished.
+template <int kThreads>
+__device__ __forceinline__ void stage_merged_row(float* staged, float* weights, const ProductArgs<float>& a) {
+  const AttentionSplits& sp = a.splits;
+  const bool advances = blockIdx.x == 0 && threadIdx.x == 0;
+  const int64_t position = advances ? *sp.positions : 0;
+  const int live = *sp.live, splits = sp.splits, dh = sp.dh, heads = static_cast<int>(a.in) / dh;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int c0 = 0; c0 < a.in; c0 += kThreads) {
+    const int c = c0 + static_cast<int>(threadIdx.x), h = c / dh, d = c % dh;
+    const float* acc = sp.acc + static_cast<int64_t>(h) * splits * dh + d;
+    float value[kMaxMergedSplits];
+#pragma unroll
+    for (int i = 0; i < kMaxMergedSplits; ++i)
+      value[i] = c < a.in && i < splits ? __ldcg(acc + i * dh) : 0.0f;  // (__ldcg: written by other SMs)
+    if (c0 == 0) {
+      for (int head = warp; head < heads; head += kThreads / 32) {
+        const float* max = sp.max + head * splits;
+        const float* sum = sp.sum + head * splits;
+        float m0 = lane < splits ? __ldcg(max + lane) : 0.0f, m1 = lane + 32 < splits ? __ldcg(max + lane + 32) : 0.0f;
+        float s0 = lane < splits ? __ldcg(sum + lane) : 0.0f, s1 = lane + 32 < splits ? __ldcg(sum + lane + 32) : 0.0f;
+        const bool here0 = lane < live, here1 = lane + 32 < live;
+        m0 = here0 ? m0 : -INFINITY, m1 = here1 ? m1 : -INFINITY;
+        s0 = here0 ? s0 : 0.0f, s1 = here1 ? s1 : 0.0f;
+        const float top = warp_max(fmaxf(m0, m1));
+        const float e0 = m0 == -INFINITY ? 0.0f : expf(m0 - top), e1 = m1 == -INFINITY ? 0.0f : expf(m1 - top);
+        const float total = warp_sum(s0 * e0 + s1 * e1);
+        if (here0) weights[head * kMaxMergedSplits + lane] = e0 / total;
+        if (here1) weights[head * kMaxMergedSplits + lane + 32] = e1 / total;
+      }
+      __syncthreads();
+    }
+    if (c >= a.in) continue;
+    float v = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxMergedSplits; ++i)
+      v += i < live ? weights[h * kMaxMergedSplits + i] * value[i] : 0.0f;
+    staged[c] = live > 0 ? v : NAN;
+  }
+  if (advances) *sp.positions = (position > 0 ? position : 0) + 1;
 }
 
 // The norm's work on the lanes' columns before the products (the statistics from warp sums over
@@ -290,7 +344,14 @@ __global__ void __launch_bounds__(32 * kWarps) fused_row_kernel(ProductArgs<T> a
   // overlap (read in the epilogue, it was a trip of its own after the products).
   const int64_t first_mine = output(blockIdx.x, lane);
   const T first_residual = finishes_a_row && first_mine < a.outputs && a.residual ? a.residual[first_mine] : T(0);
-  stage_row<T, 32 * kWarps>(staged, a.x, a.in);
+  // x null: the row is an attention step's splits, merged here (attention_splits.h: float32, pairs,
+  // 16-byte loads).
+  if constexpr (std::is_same_v<T, float> && kWidth == 4 && kPairs) {
+    if (a.x == nullptr) stage_merged_row<32 * kWarps>(staged, staged + a.in, a);
+    else stage_row<T, 32 * kWarps>(staged, a.x, a.in);
+  } else {
+    stage_row<T, 32 * kWarps>(staged, a.x, a.in);
+  }
   __syncthreads();
   Pack<T, kWidth> x[kUnroll];
   if (held) load_row_batch<T, kWidth>(x, staged, lane_column, a.in);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/kernels/attention_splits.h"
 #include "cuda/kernels/rows.cuh"
 #include "tensor/fused_linear_math.h"
 
@@ -37,6 +38,7 @@ struct ProductArgs {
   double eps;
   bool activate;
   UnaryOp activation;
+  AttentionSplits splits;  // the one row as an attention step's splits, where x is null (float only)
 };
 
 // kWidth elements loaded together: 16 bytes (float4 / double2), or one element when the weights'

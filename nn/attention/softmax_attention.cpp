@@ -219,6 +219,13 @@ Tensor SoftmaxAttention::decode(const Tensor& x, DecodeState& state, const Norm*
     out = step_differentiable(q, k, v, cache);
   } else {
     if (rope_) std::tie(cache.cos, cache.sin) = rope_->tables(std::max(tokens, cache.reserved), x.dtype(), x.device());
+    if (fuses_products(x) && !o_proj->lora) {
+      // The output projection in the same op: on CUDA its kernel merges the attention's splits.
+      Tensor y = cached_attention_projected(q, k, v, cache.seen, cache.cos, cache.sin, cache.k, cache.v,
+                                            {.weight = o_proj->weight, .bias = o_proj->bias, .residual = residual});
+      ++cache.position;
+      return y;
+    }
     out = cached_attention_step(q, k, v, cache.seen, cache.cos, cache.sin, cache.k, cache.v);
   }
   ++cache.position;

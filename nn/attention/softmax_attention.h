@@ -17,7 +17,8 @@
 //
 // Decoding keeps a KV cache (the keys and values of the positions seen, at most W of them with a
 // window, position p in column p mod C) and attends from the new token to it: its output equals
-// the full forward's. Without grad a step is one fused op, cached_attention_step, that writes the
+// the full forward's. Without grad a step is one fused op, cached_attention_step (with the output
+// projection after it, cached_attention_projected, where the products run fused), that writes the
 // new key and value into the cache in place and advances each row's position on the device; so
 // once reserve() has sized the cache for the tokens to come, the step keeps its shapes and a CUDA
 // graph replays it. prefill projects a whole prompt at once, attends from all its queries in one

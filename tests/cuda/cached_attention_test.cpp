@@ -5,7 +5,9 @@
 // around the ring, grouped queries, partial and no rotation, and a row past the RoPE tables.
 // Then several steps in a row, each reading what the previous one wrote, read back after each
 // step and queued back to back; and cached keys of NaN, which make their rows NaN wherever they
-// fall among the splits.
+// fall among the splits. cached_attention_projected likewise, against the CPU's step and product:
+// at batch 1 in float32 the product merges the splits (cuda/kernels/attention_splits.h), else the
+// two run one after the other; both ways are covered.
 #include <cmath>
 #include <vector>
 
@@ -122,6 +124,73 @@ TEST(CachedAttentionCuda, NaNKeysMakeTheirRowsNaN) {
   EXPECT_TRUE(std::isnan(rows[0]) && std::isnan(rows[128]) && !std::isnan(rows[256]));
   EXPECT_TRUE(matches_cpu(got, want));
   expect_same_state(in.cpu, in.cuda, "NaN keys");
+}
+
+// The projected output is a product of H dh terms after the attention: its rounding grows with the
+// square root of their number, as in tests/cuda/fused_linear_test.cpp.
+double projected_tolerance(DType dtype, int64_t width) {
+  return (dtype == kFloat64 ? 1e-12 : 2e-6) * (1.0 + std::sqrt(static_cast<double>(width)));
+}
+
+struct ProjectedCase {
+  Case step;
+  int64_t outputs;
+  bool bias, residual;
+};
+
+// The projected step on both devices, with the same projection.
+void expect_same_projected(OnBoth& in, const ProjectedCase& c, DType dtype, Generator& gen, const std::string& name) {
+  const AttentionProjection cpu = draw_projection(c.step.batch, c.step.heads * c.step.dh, c.outputs, c.bias, c.residual, dtype, gen);
+  auto move = [](const Tensor& t) { return t.defined() ? to(t, gpu()) : t; };
+  const AttentionProjection cuda{move(cpu.weight), move(cpu.bias), move(cpu.residual)};
+  const Tensor want = run_projected(in.cpu, cpu), got = run_projected(in.cuda, cuda);
+  const double tol = projected_tolerance(dtype, c.step.heads * c.step.dh);
+  EXPECT_TRUE(matches_cpu(got, want, tol, tol)) << name << ": out";
+  expect_same_state(in.cpu, in.cuda, name);
+}
+
+TEST(CachedAttentionCuda, ProjectedMatchesTheCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // At batch 1 in float32 the first four merge in the product; the fifth's row of 21 values is not
+  // a whole number of 16-byte loads, the sixth has more splits than a product merges (63 of 64
+  // columns each on any GPU of more than 40 SMs), and batch 2 runs the merge kernel.
+  const std::vector<ProjectedCase> cases = {
+      {{1, 8, 8, 64, 32, 2100, {2047}}, 512, true, true},  // the standard head, 33 splits
+      {{1, 8, 2, 48, 24, 300, {400}}, 96, false, true},     // grouped, wrapped around the ring
+      {{1, 4, 4, 5, 2, 17, {3}}, 9, true, false},           // odd head dim and output count
+      {{1, 4, 4, 48, 24, 64, {5000}}, 40, true, true},      // past the RoPE tables: NaN
+      {{1, 3, 3, 7, 0, 40, {12}}, 10, true, true},          // no rotation, rows not 16-byte loads
+      {{1, 8, 8, 64, 32, 4000, {3999}}, 64, true, true},    // too many splits to merge in the product
+      {{2, 4, 2, 64, 16, 600, {3, 250}}, 33, true, true},   // two rows
+  };
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Generator gen(41);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      OnBoth in = draw(cases[i].step, dtype, gen);
+      expect_same_projected(in, cases[i], dtype, gen, "case " + std::to_string(i) + " " + dtype_name(dtype));
+    }
+  }
+}
+
+TEST(CachedAttentionCuda, ProjectedStepsQueuedBackToBack) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  NoGradGuard no_grad;
+  // As StepsQueuedBackToBack, with the product advancing the position: each step's split kernel
+  // follows the product of the step before, whose position it guessed before its wait.
+  Generator gen(43);
+  const Case c{1, 8, 8, 64, 32, 300, {250}};  // 5 splits at first, wrapping around the ring
+  OnBoth in = draw(c, kFloat32, gen);
+  const AttentionProjection cpu = draw_projection(c.batch, c.heads * c.dh, 512, true, true, kFloat32, gen);
+  const AttentionProjection cuda{to(cpu.weight, gpu()), to(cpu.bias, gpu()), to(cpu.residual, gpu())};
+  std::vector<Tensor> want, got;
+  for (int step = 0; step < 80; ++step) {
+    want.push_back(run_projected(in.cpu, cpu));
+    got.push_back(run_projected(in.cuda, cuda));
+  }
+  const double tol = projected_tolerance(kFloat32, c.heads * c.dh);
+  for (int step = 0; step < 80; ++step) EXPECT_TRUE(matches_cpu(got[step], want[step], tol, tol)) << "step " << step;
+  expect_same_state(in.cpu, in.cuda, "after 80 steps");
 }
 
 }  // namespace

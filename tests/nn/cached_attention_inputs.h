@@ -1,6 +1,7 @@
 #pragma once
-// The inputs of cached_attention_step drawn for a test case, shared by its CPU test
-// (tests/nn/cached_attention_test.cpp) and its CUDA parity test (tests/cuda/cached_attention_test.cpp).
+// The inputs of cached_attention_step (and cached_attention_projected) drawn for a test case,
+// shared by its CPU test (tests/nn/cached_attention_test.cpp) and its CUDA parity test
+// (tests/cuda/cached_attention_test.cpp).
 #include <vector>
 
 #include "tests/test_util.h"
@@ -36,6 +37,22 @@ inline CachedAttentionInputs draw_cached_attention(const CachedAttentionCase& c,
 
 inline Tensor run_cached_attention(CachedAttentionInputs& in) {
   return cached_attention_step(in.q, in.k, in.v, in.positions, in.cos, in.sin, in.cache_k, in.cache_v);
+}
+
+// An output projection for `batch` rows of `width` (H dh): weight (outputs, width), and optionally
+// bias (outputs) and residual (batch, outputs), random normal in dtype on the CPU.
+inline AttentionProjection draw_projection(int64_t batch, int64_t width, int64_t outputs, bool bias, bool residual,
+                                           DType dtype, Generator& gen) {
+  AttentionProjection p;
+  p.weight = randn({outputs, width}, dtype, &gen);
+  if (bias) p.bias = randn({outputs}, dtype, &gen);
+  if (residual) p.residual = randn({batch, outputs}, dtype, &gen);
+  return p;
+}
+
+inline Tensor run_projected(CachedAttentionInputs& in, const AttentionProjection& projection) {
+  return cached_attention_projected(in.q, in.k, in.v, in.positions, in.cos, in.sin, in.cache_k, in.cache_v,
+                                    projection);
 }
 
 }  // namespace linea::testing

@@ -3,10 +3,12 @@
 // with plain loops in double: the output, the column written into the cache (and nothing else
 // written), and the positions advanced, for grouped queries, partial and no rotation, caches that
 // have wrapped (a sliding window's ring) and rows at different positions. Also: a position past
-// the RoPE tables gives NaN in its row only, and bad inputs are named errors.
+// the RoPE tables gives NaN in its row only, and bad inputs are named errors. And
+// cached_attention_projected: the same step followed by fused_linear, bit for bit on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "tests/nn/cached_attention_inputs.h"
@@ -170,6 +172,63 @@ TEST(CachedAttentionStep, BadInputsAreNamedErrors) {
     Inputs bad = in;
     bad.q = clone(in.q).requires_grad_(true);
     EXPECT_LINEA_ERROR(call(bad), "cached_attention_step", "has no backward");
+  }
+}
+
+TEST(CachedAttentionProjected, IsTheStepThenTheProduct) {
+  NoGradGuard no_grad;
+  const Case c{3, 4, 2, 6, 2, 9, 32, {0, 8, 20}};  // row 2 wrapped around the 9 columns
+  for (DType dtype : {kFloat64, kFloat32})
+    for (const bool bias : {true, false})
+      for (const bool residual : {true, false}) {
+        const std::string name = std::string(dtype_name(dtype)) + (bias ? " bias" : "") + (residual ? " residual" : "");
+        Inputs fused = draw(c, dtype, 5), apart = draw(c, dtype, 5);
+        Generator gen(6);
+        const AttentionProjection p = draw_projection(c.batch, c.heads * c.dh, 7, bias, residual, dtype, gen);
+        const Tensor got = run_projected(fused, p);
+        const Tensor heads = reshape(run_cached_attention(apart), {c.batch, c.heads * c.dh});
+        const Tensor want = fused_linear({.x = heads, .weight = p.weight, .bias = p.bias, .residual = p.residual}, {});
+        EXPECT_EQ(max_abs_diff(got, want), 0.0) << name;
+        EXPECT_EQ(max_abs_diff(fused.cache_k, apart.cache_k), 0.0) << name;
+        EXPECT_EQ(max_abs_diff(fused.cache_v, apart.cache_v), 0.0) << name;
+        EXPECT_EQ(fused.positions.to_vector<int64_t>(), apart.positions.to_vector<int64_t>()) << name;
+      }
+}
+
+TEST(CachedAttentionProjected, BadProjectionsAreNamedErrors) {
+  NoGradGuard no_grad;
+  const Case c{2, 4, 2, 6, 3, 5, 16, {1, 2}};
+  Inputs in = draw(c, kFloat64, 7);
+  Generator gen(8);
+  const AttentionProjection good = draw_projection(c.batch, c.heads * c.dh, 7, true, true, kFloat64, gen);
+  auto call = [&](const AttentionProjection& p) {
+    Inputs x = in;
+    return run_projected(x, p);
+  };
+  {
+    AttentionProjection bad = good;
+    bad.weight = randn({7, 23}, kFloat64);
+    EXPECT_LINEA_ERROR(call(bad), "cached_attention_projected", "weight must be (out, H dh = 24)");
+  }
+  {
+    AttentionProjection bad = good;
+    bad.bias = randn({6}, kFloat64);
+    EXPECT_LINEA_ERROR(call(bad), "cached_attention_projected", "bias must have shape [7]");
+  }
+  {
+    AttentionProjection bad = good;
+    bad.residual = randn({2, 6}, kFloat64);
+    EXPECT_LINEA_ERROR(call(bad), "cached_attention_projected", "residual must have shape [2, 7]");
+  }
+  {
+    AttentionProjection bad = good;
+    bad.weight = randn({7, 24}, kFloat32);
+    EXPECT_LINEA_ERROR(call(bad), "cached_attention_projected", "different dtypes");
+  }
+  {
+    Inputs bad = in;
+    bad.k = randn({2, 4, 6}, kFloat64);
+    EXPECT_LINEA_ERROR(run_projected(bad, good), "cached_attention_projected", "k must have shape [2, 2, 6]");
   }
 }
 
