@@ -7,8 +7,8 @@
 // step on an H100 (waiting for the splits, its launch, a trip through memory). Instead
 // cached_attention_projected hands the splits to the product: every block of fused_linear's
 // one-row kernel merges the whole row as it stages it (fused_linear_row.cuh: stage_merged_row),
-// 70 KB of partial results from L2 at the standard shape, and the softmax step went from 7,822 -
-// 7,909 to 8,240 - 8,313 tokens/s at a 2k context (docs/benchmarks.md).
+// 70 KB of partial results from L2 at the standard shape, and the softmax step at a 2k context
+// went from 7,745 - 8,002 to 8,109 - 8,155 tokens/s on an H100 (docs/benchmarks.md).
 #include <cstdint>
 
 #include "tensor/backend.h"
@@ -33,8 +33,8 @@ struct AttentionSplits {
 // Whether fused_linear_from_splits takes this projection (x undefined, one row of heads x dh) with
 // `splits` splits on `device`: float32, few enough splits, and the one-row kernel that takes its
 // outputs in pairs with 16-byte loads (the standard shape's output projection, 512 x 512). Only
-// that kernel merges: it is the one the step's other products run, and a kernel of its own for the
-// merging product measured slower (its code is not the one the SM just ran: docs/benchmarks.md).
+// that kernel merges, on a branch of its own: the step's other products run the same kernel, and a
+// separate kernel for the merging product measured slower (docs/benchmarks.md).
 bool takes_attention_splits(const FusedLinearInputs& projection, int64_t heads, int64_t dh, int64_t splits,
                             int device);
 
