@@ -21,6 +21,8 @@
 // all rows). One input row, the batch-1 decoding step, has a kernel of its own
 // (fused_linear_row.cuh): one barrier after the wait instead of three, each warp norming the row
 // in registers. What the two share, the weights' loads, is in fused_linear_weights.cuh.
+// fused_linear_from_splits (attention_splits.h) runs the one-row kernel with its row merged from
+// a cached attention step's splits.
 // Every sum is combined in a fixed order: the same input gives the same bits on every run.
 #include <algorithm>
 #include <cstdint>
@@ -294,10 +296,6 @@ void launch(ProductArgs<T> a, bool gated, const Placement& at) {
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-}  // namespace
-
-namespace {
 
 // The kernels' arguments for `in` and `options`, but the rows (set per launch).
 template <class T>
