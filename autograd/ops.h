@@ -340,7 +340,8 @@ struct AttentionProjection {
   Tensor weight, bias, residual;
 };
 // cached_attention_step and that product in one call, (B, N): on CUDA at batch 1 the product's
-// kernel merges the attention's per-split results itself, one launch fewer per layer.
+// kernel merges the attention's per-split results itself, one launch fewer per layer. More than
+// kFusedLinearMaxRows rows take the step and then fused_linear, as fused_linear would.
 Tensor cached_attention_projected(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& positions,
                                   const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v,
                                   const AttentionProjection& projection, std::optional<double> scale = {});

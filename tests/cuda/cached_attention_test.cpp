@@ -154,7 +154,8 @@ TEST(CachedAttentionCuda, ProjectedMatchesTheCpu) {
   NoGradGuard no_grad;
   // At batch 1 in float32 the first four merge in the product; the fifth's row of 21 values is not
   // a whole number of 16-byte loads, the sixth has more splits than a product merges (63 of 64
-  // columns each on any GPU of more than 40 SMs), and batch 2 runs the merge kernel.
+  // columns each on any GPU of more than 40 SMs), and batch 2 runs the merge kernel, batch 6 too
+  // and then the composite product.
   const std::vector<ProjectedCase> cases = {
       {{1, 8, 8, 64, 32, 2100, {2047}}, 512, true, true},  // the standard head, 33 splits
       {{1, 8, 2, 48, 24, 300, {400}}, 96, false, true},     // grouped, wrapped around the ring
@@ -163,7 +164,9 @@ TEST(CachedAttentionCuda, ProjectedMatchesTheCpu) {
       {{1, 3, 3, 7, 0, 40, {12}}, 10, true, true},          // no rotation, rows not 16-byte loads
       {{1, 8, 8, 64, 32, 4000, {3999}}, 64, true, true},    // too many splits to merge in the product
       {{2, 4, 2, 64, 16, 600, {3, 250}}, 33, true, true},   // two rows
+      {{6, 4, 2, 16, 8, 50, {0, 10, 20, 30, 40, 49}}, 24, true, true},  // six: a cuBLAS product
   };
+  const Tf32Setting exact(false);  // (the product of more than 4 rows is cuBLAS's)
   for (DType dtype : {kFloat32, kFloat64}) {
     Generator gen(41);
     for (size_t i = 0; i < cases.size(); ++i) {

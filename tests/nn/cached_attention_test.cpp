@@ -177,22 +177,30 @@ TEST(CachedAttentionStep, BadInputsAreNamedErrors) {
 
 TEST(CachedAttentionProjected, IsTheStepThenTheProduct) {
   NoGradGuard no_grad;
-  const Case c{3, 4, 2, 6, 2, 9, 32, {0, 8, 20}};  // row 2 wrapped around the 9 columns
-  for (DType dtype : {kFloat64, kFloat32})
-    for (const bool bias : {true, false})
-      for (const bool residual : {true, false}) {
-        const std::string name = std::string(dtype_name(dtype)) + (bias ? " bias" : "") + (residual ? " residual" : "");
-        Inputs fused = draw(c, dtype, 5), apart = draw(c, dtype, 5);
-        Generator gen(6);
-        const AttentionProjection p = draw_projection(c.batch, c.heads * c.dh, 7, bias, residual, dtype, gen);
-        const Tensor got = run_projected(fused, p);
-        const Tensor heads = reshape(run_cached_attention(apart), {c.batch, c.heads * c.dh});
-        const Tensor want = fused_linear({.x = heads, .weight = p.weight, .bias = p.bias, .residual = p.residual}, {});
-        EXPECT_EQ(max_abs_diff(got, want), 0.0) << name;
-        EXPECT_EQ(max_abs_diff(fused.cache_k, apart.cache_k), 0.0) << name;
-        EXPECT_EQ(max_abs_diff(fused.cache_v, apart.cache_v), 0.0) << name;
-        EXPECT_EQ(fused.positions.to_vector<int64_t>(), apart.positions.to_vector<int64_t>()) << name;
+  // Row 2 of the first wrapped around the 9 columns; the second has more rows than fused_linear's
+  // kernel takes (kFusedLinearMaxRows), so its product is the composite one.
+  const std::vector<Case> cases = {{3, 4, 2, 6, 2, 9, 32, {0, 8, 20}}, {6, 2, 1, 8, 4, 5, 32, {0, 1, 2, 3, 9, 30}}};
+  for (const Case& c : cases) {
+    for (DType dtype : {kFloat64, kFloat32}) {
+      for (const bool bias : {true, false}) {
+        for (const bool residual : {true, false}) {
+          const std::string name = std::to_string(c.batch) + " rows " + dtype_name(dtype) + (bias ? " bias" : "") +
+                                   (residual ? " residual" : "");
+          Inputs fused = draw(c, dtype, 5), apart = draw(c, dtype, 5);
+          Generator gen(6);
+          const AttentionProjection p = draw_projection(c.batch, c.heads * c.dh, 7, bias, residual, dtype, gen);
+          const Tensor got = run_projected(fused, p);
+          const Tensor heads = reshape(run_cached_attention(apart), {c.batch, c.heads * c.dh});
+          const Tensor want =
+              fused_linear({.x = heads, .weight = p.weight, .bias = p.bias, .residual = p.residual}, {});
+          EXPECT_EQ(max_abs_diff(got, want), 0.0) << name;
+          EXPECT_EQ(max_abs_diff(fused.cache_k, apart.cache_k), 0.0) << name;
+          EXPECT_EQ(max_abs_diff(fused.cache_v, apart.cache_v), 0.0) << name;
+          EXPECT_EQ(fused.positions.to_vector<int64_t>(), apart.positions.to_vector<int64_t>()) << name;
+        }
       }
+    }
+  }
 }
 
 TEST(CachedAttentionProjected, BadProjectionsAreNamedErrors) {
