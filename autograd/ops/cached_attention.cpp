@@ -113,20 +113,24 @@ Tensor cached_attention_projected(const Tensor& q, const Tensor& k, const Tensor
   }
   if (projection.bias.defined()) check_shape(projection.bias, {outputs}, "the projection's bias", op);
   if (projection.residual.defined()) check_shape(projection.residual, {B, outputs}, "the residual", op);
+  Tensor out;
   if (B > kFusedLinearMaxRows) {
     // Rows enough for a matrix product to read the weights once for all of them (fused_linear's
     // rule): the step, then the product as fused_linear chooses it.
-    const Tensor heads = cached_attention_step(q, k, v, positions, cos, sin, cache_k, cache_v, scale);
-    return fused_linear({.x = reshape(heads, {B, width}), .weight = weight, .bias = projection.bias,
-                         .residual = projection.residual},
-                        {});
+    const Tensor heads = empty(q.shape(), q.dtype(), q.device());
+    backend_for(q).cached_attention_step(in.q, in.k, in.v, positions, in.cos, in.sin, in.scale, cache_k, cache_v,
+                                         heads);
+    out = fused_linear({.x = reshape(heads, {B, width}), .weight = weight, .bias = projection.bias,
+                        .residual = projection.residual},
+                       {});
+  } else {
+    FusedLinearInputs product{.weight = contiguous(detach(weight))};
+    if (projection.bias.defined()) product.bias = contiguous(detach(projection.bias));
+    if (projection.residual.defined()) product.residual = contiguous_rows(detach(projection.residual));
+    out = empty({B, outputs}, q.dtype(), q.device());
+    backend_for(q).cached_attention_projected(in.q, in.k, in.v, positions, in.cos, in.sin, in.scale, cache_k,
+                                               cache_v, product, out);
   }
-  FusedLinearInputs product{.weight = contiguous(detach(weight))};
-  if (projection.bias.defined()) product.bias = contiguous(detach(projection.bias));
-  if (projection.residual.defined()) product.residual = contiguous_rows(detach(projection.residual));
-  Tensor out = empty({B, outputs}, q.dtype(), q.device());
-  backend_for(q).cached_attention_projected(in.q, in.k, in.v, positions, in.cos, in.sin, in.scale, cache_k, cache_v,
-                                             product, out);
   bump_versions(positions, cache_k, cache_v);
   return out;
 }

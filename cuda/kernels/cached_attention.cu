@@ -345,10 +345,6 @@ __global__ void __launch_bounds__(kMergeThreads) cached_merge_kernel(CachedArgs<
   }
 }
 
-}  // namespace
-
-namespace {
-
 // How a step's columns are split: enough blocks to fill the GPU eight times over, but no split
 // shorter than kMinColumnsPerSplit. It depends on the cache's capacity, never on the positions.
 struct SplitPlan {
@@ -360,12 +356,20 @@ SplitPlan plan_splits(int64_t rows, int64_t columns, int device) {
   return {splits, ceil_div(columns, splits)};
 }
 
-// The split kernel's arguments for the step's tensors, its results into part_max, part_sum and
-// part_acc (rows x splits of each).
+// The split kernel's results: each split's max, sum and weighted values, rows x splits of each.
+template <class T>
+struct SplitParts {
+  SplitParts(int64_t rows, const SplitPlan& plan, int64_t dh, int device)
+      : max(rows * plan.splits * sizeof(T), device), sum(rows * plan.splits * sizeof(T), device),
+        acc(rows * plan.splits * dh * sizeof(T), device) {}
+  DeviceBuffer max, sum, acc;
+};
+
+// The split kernel's arguments for the step's tensors, its results into `parts`.
 template <class T>
 CachedArgs<T> split_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions, const Tensor& cos,
                          const Tensor& sin, double scale, const Tensor& cache_k, const Tensor& cache_v,
-                         const SplitPlan& plan, T* part_max, T* part_sum, T* part_acc) {
+                         const SplitPlan& plan, const SplitParts<T>& parts) {
   CachedArgs<T> a{};
   a.q = q.data<T>();
   a.q_stride = q.stride(0);
@@ -378,9 +382,9 @@ CachedArgs<T> split_args(const Tensor& q, const Tensor& k, const Tensor& v, cons
   a.positions = positions.data<int64_t>();
   a.cache_k = cache_k.data<T>();
   a.cache_v = cache_v.data<T>();
-  a.part_max = part_max;
-  a.part_sum = part_sum;
-  a.part_acc = part_acc;
+  a.part_max = parts.max.template as<T>();
+  a.part_sum = parts.sum.template as<T>();
+  a.part_acc = parts.acc.template as<T>();
   a.heads = q.size(1);
   a.group = q.size(1) / cache_k.size(1);
   a.columns = cache_k.size(2);
@@ -420,10 +424,8 @@ void CudaBackend::cached_attention_step(const Tensor& q, const Tensor& k, const 
   const SplitPlan plan = plan_splits(rows, cache_k.size(2), device_);
   const cudaStream_t stream = use_device(device_);
   dispatch_floating(q.dtype(), op, [&]<class T>() {
-    DeviceBuffer part_max(rows * plan.splits * sizeof(T), device_), part_sum(rows * plan.splits * sizeof(T), device_);
-    DeviceBuffer part_acc(rows * plan.splits * dh * sizeof(T), device_);
-    const CachedArgs<T> a = split_args<T>(q, k, v, positions, cos, sin, scale, cache_k, cache_v, plan,
-                                          part_max.as<T>(), part_sum.as<T>(), part_acc.as<T>());
+    const SplitParts<T> parts(rows, plan, dh, device_);
+    const CachedArgs<T> a = split_args<T>(q, k, v, positions, cos, sin, scale, cache_k, cache_v, plan, parts);
     launch_splits(a, rows, device_, stream, op);
     const size_t merge_bytes = sizeof(T) * (kMergeThreads / dh) * (dh + 2);  // each group's max, sum and values
     launch_overlapped(cached_merge_kernel<T>, dim3(static_cast<unsigned>(rows)), kMergeThreads, merge_bytes, device_,
@@ -444,15 +446,13 @@ void CudaBackend::cached_attention_projected(const Tensor& q, const Tensor& k, c
   const SplitPlan plan = plan_splits(rows, cache_k.size(2), device_);
   if (batch == 1 && q.dtype() == kFloat32 && takes_attention_splits(projection, heads, dh, plan.splits, device_)) {
     const cudaStream_t stream = use_device(device_);
-    DeviceBuffer part_max(rows * plan.splits * sizeof(float), device_);
-    DeviceBuffer part_sum(rows * plan.splits * sizeof(float), device_);
-    DeviceBuffer part_acc(rows * plan.splits * dh * sizeof(float), device_), live(sizeof(int), device_);
-    CachedArgs<float> a = split_args<float>(q, k, v, positions, cos, sin, scale, cache_k, cache_v, plan,
-                                            part_max.as<float>(), part_sum.as<float>(), part_acc.as<float>());
+    const SplitParts<float> parts(rows, plan, dh, device_);
+    const DeviceBuffer live(sizeof(int), device_);
+    CachedArgs<float> a = split_args<float>(q, k, v, positions, cos, sin, scale, cache_k, cache_v, plan, parts);
     a.live = live.as<int>();
     launch_splits(a, rows, device_, stream, op);
-    const AttentionSplits splits{part_max.as<float>(), part_sum.as<float>(), part_acc.as<float>(), live.as<int>(),
-                                 positions.data<int64_t>(), static_cast<int>(plan.splits), static_cast<int>(dh)};
+    const AttentionSplits splits{a.part_max, a.part_sum, a.part_acc, a.live, positions.data<int64_t>(),
+                                 static_cast<int>(plan.splits), static_cast<int>(dh)};
     fused_linear_from_splits(projection, splits, out, device_);
     return;
   }
