@@ -89,12 +89,16 @@ class DecodeBench {
       logits = model_.prefill(ids, prompt_state);
       sync();
     };
-    const double prefill_ms = timed(line, "prefill", context, prefill);
     auto forward = [&] { model_.forward(ids); };
-    timed(line, "forward", context, [&] {
+    auto forward_synced = [&] {
       forward();
       sync();
-    });
+    };
+    // Call by call in alternation: a short prompt is bound by the host, whose speed drifts, and
+    // timing all of one before all of the other would hand the drift to one side of the ratio.
+    const auto [prefill_ms, forward_ms] = bench::median_ms_pair(c_.repeats, prefill, forward_synced, c_.warmup);
+    add_timing(line, "prefill", context, prefill_ms, prefill);
+    add_timing(line, "forward", context, forward_ms, forward_synced);
     if (device_.is_cuda()) {
       line.add("prefill_host_ms", host_ms([&] {
         prompt_state = model_.init_state(1);
@@ -143,13 +147,14 @@ class DecodeBench {
     return ms;
   }
 
-  // <what>_ms, <what>_tok_s for `tokens` tokens, <what>_peak_mib; returns the milliseconds.
-  double timed(bench::JsonLine& line, const std::string& what, int64_t tokens, const std::function<void()>& fn) {
-    bench::reset_peak_memory(device_);
-    const double ms = bench::median_ms(c_.repeats, fn, c_.warmup);
+  // <what>_ms and <what>_tok_s for `tokens` tokens from a time measured already, and
+  // <what>_peak_mib over one more run of fn.
+  void add_timing(bench::JsonLine& line, const std::string& what, int64_t tokens, double ms,
+                  const std::function<void()>& fn) {
     line.add(what + "_ms", ms).add(what + "_tok_s", static_cast<double>(tokens) / ms * 1e3);
+    bench::reset_peak_memory(device_);
+    fn();
     line.add(what + "_peak_mib", bench::peak_memory_mib(device_));
-    return ms;
   }
 
   // decode_b<batch>[_graph]_tok_s, _ms_per_step and _peak_mib: decode_tokens greedy steps of
