@@ -228,8 +228,11 @@ ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const 
 // smallest position, then the smallest feature (amax would split a tie within a token evenly).
 // Its backward is a fused kernel (not differentiable again); each gradient has its input's
 // memory order.
+// last_max (PrefixMax only; B, H, 1, 1) is m at the last position, the running max a decoding
+// state carries on with: a view of max while a gradient is recorded, else written by the kernel
+// into memory of its own (so a state that keeps it does not hold the prompt's m, and needs no copy).
 struct NormalizedExp {
-  Tensor features, max;
+  Tensor features, max, last_max;
 };
 NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale = 1.0,
                              const Tensor& previous = Tensor());
@@ -299,6 +302,10 @@ Tensor& mul_(Tensor& x, double value);
 Tensor& fill_(Tensor& x, double value);
 Tensor& zero_(Tensor& x);
 Tensor& copy_(Tensor& x, const Tensor& src);  // src broadcast to x; any dtype and device
+// out += a @ b in one GEMM (beta = 1): a (..., M, K), b (..., K, N) batch-broadcast as matmul's, out
+// contiguous of the product's shape and dtype. Nothing is recorded, so a and b must not need a
+// gradient while grad mode is on. Inference folds a residual addition into a product with it.
+Tensor& matmul_add_(Tensor& out, const Tensor& a, const Tensor& b);
 // x = cond ? value : x, cond Bool broadcast to x.
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, double value);
 

@@ -52,7 +52,7 @@ struct Sizes {
 }  // namespace
 
 void CpuBackend::normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous,
-                                const Tensor& y, const Tensor& m) const {
+                                const Tensor& y, const Tensor& m, const Tensor& last) const {
   dispatch_floating(x.dtype(), "normalized_exp", [&]<class T>() {
     const Sizes n(x);
     const SequenceRows xr = sequence_rows(x), yr = sequence_rows(y);
@@ -81,6 +81,7 @@ void CpuBackend::normalized_exp(const Tensor& x, NormalizedExpMode mode, double 
           ms[t] = running;
           exp_row(px + xr.at(seq, t), py + yr.at(seq, t), n.features, running, s);
         }
+        if (last.defined()) last.data<T>()[seq] = running;
       }
     });
   });

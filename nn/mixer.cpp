@@ -32,9 +32,13 @@ void own_storage(DecodeState& state) {
     if (tensor->defined()) *tensor = with_own_storage(*tensor);
 }
 
-Tensor SequenceMixer::prefill_last(const Tensor& x, DecodeState& state) {
-  const Tensor out = prefill(x, state);
-  return narrow(out, 1, out.size(1) - 1, 1);
+Tensor last_token(const Tensor& x) { return narrow(x, 1, x.size(1) - 1, 1); }
+
+Tensor SequenceMixer::prefill_last(const Tensor& x, DecodeState& state) { return last_token(prefill(x, state)); }
+
+Tensor SequenceMixer::residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) {
+  const Tensor input = norm.forward(x);
+  return last_only ? last_token(x) + prefill_last(input, state) : x + prefill(input, state);
 }
 
 std::unique_ptr<DecodeState> SequenceMixer::stack_states(const std::vector<const DecodeState*>& rows) const {

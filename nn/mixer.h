@@ -65,6 +65,12 @@ class SequenceMixer : public Module {
   // prefill()'s; softmax attention attends from the last query alone, linear attention norms and
   // projects the last token's output alone.
   virtual Tensor prefill_last(const Tensor& x, DecodeState& state);
+  // A block's mixer half over a prompt: x + prefill(norm(x), state), or with last_only
+  // last_token(x) + prefill_last(norm(x), state). x is the caller's own running sum, which nothing
+  // else reads (LanguageModel::prefill's): a layer whose output is a product may add it into x's
+  // memory (nn/layers/fused_product.h: add_product_into) instead of making a sum of its own, one
+  // launch less. The default adds out of place.
+  virtual Tensor residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only);
   // One state for the sequences of `rows` (states this layer made, with any batch each), in
   // order: batch = the sum of theirs. They may have seen different numbers of tokens. The
   // default concatenates every tensor of DecodeState::members() along the batch, which suits any
@@ -85,6 +91,9 @@ class SequenceMixer : public Module {
 void own_storage(DecodeState& state);
 // The same for one tensor: t itself when its storage holds nothing else, else a copy.
 Tensor with_own_storage(const Tensor& t);
+
+// x (B, T, ...) -> its last token, (B, 1, ...): a view.
+Tensor last_token(const Tensor& x);
 
 // Checks that x is (B, T, D) with D = expected, naming the layer in the error.
 void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* layer);

@@ -112,13 +112,13 @@ Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
 }
 
 Tensor Block::prefill(const Tensor& x, DecodeState& mixer_state) {
-  const Tensor h = x + mixer->prefill(mixer_norm->forward(x), mixer_state);
-  return h + mlp_branch(h);
+  const Tensor h = mixer->residual_prefill(x, *mixer_norm, mixer_state, /*last_only=*/false);
+  return mlp->residual_prefill(h, *mlp_norm);
 }
 
 Tensor Block::prefill_last(const Tensor& x, DecodeState& mixer_state) {
-  const Tensor h = narrow(x, 1, x.size(1) - 1, 1) + mixer->prefill_last(mixer_norm->forward(x), mixer_state);
-  return h + mlp_branch(h);
+  const Tensor h = mixer->residual_prefill(x, *mixer_norm, mixer_state, /*last_only=*/true);
+  return mlp->residual_prefill(h, *mlp_norm);
 }
 
 // ---- LoRA ----
@@ -236,7 +236,8 @@ Tensor LanguageModel::prefill(const Tensor& ids, State& state) {
               "prefill takes (batch, time) ids with at least one token, got ", ids.describe());
   check_state(state, ids.size(1));
   // Only the next token's logits are wanted: the last layer computes its output at the last
-  // token alone (its state still takes in every token), and the head sees that one.
+  // token alone (its state still takes in every token), and the head sees that one. h, the
+  // embedding's fresh output, is this function's own: the blocks may add into its memory.
   Tensor h = embed_->forward(ids);
   for (size_t i = 0; i < blocks_.size(); ++i)
     h = i + 1 < blocks_.size() ? blocks_[i]->prefill(h, *state.layers[i]) : blocks_[i]->prefill_last(h, *state.layers[i]);

@@ -49,8 +49,11 @@ class Block : public Module {
   // (B, T, D); io, when given, receives the mixer's input and output.
   Tensor forward(const Tensor& x, MixerIO* io = nullptr);
   Tensor step(const Tensor& x, DecodeState& mixer_state);   // (B, D)
-  Tensor prefill(const Tensor& x, DecodeState& mixer_state);  // (B, T, D)
-  // The output at the last token only, (B, 1, D) (SequenceMixer::prefill_last).
+  // (B, T, D). x must be the caller's own running sum, read by nothing else: without a gradient
+  // the residual additions go into the products that end each half (SequenceMixer::
+  // residual_prefill), so x's memory may hold the output afterwards (LanguageModel::prefill's h).
+  Tensor prefill(const Tensor& x, DecodeState& mixer_state);
+  // The output at the last token only, (B, 1, D) (SequenceMixer::prefill_last); x as for prefill.
   Tensor prefill_last(const Tensor& x, DecodeState& mixer_state);
 
   std::shared_ptr<Norm> mixer_norm, mlp_norm;

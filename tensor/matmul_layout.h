@@ -70,15 +70,15 @@ struct Plan {
 };
 
 // contiguous_copy: the backend's own, for an operand no GEMM can read in place. nullopt when no
-// GEMM is needed: out is empty, or k = 0, where out is a sum of nothing and `backend` fills it
-// with zeros.
+// GEMM is needed: out is empty, or k = 0, where the product is a sum of nothing: `backend` fills
+// out with zeros, or leaves it as it is when the product is to be added to it (accumulate).
 inline std::optional<Plan> plan(const Backend& backend, const Tensor& a, const Tensor& b, const Tensor& out,
-                                Tensor (*contiguous_copy)(const Tensor&)) {
+                                Tensor (*contiguous_copy)(const Tensor&), bool accumulate) {
   const int64_t nd = out.dim();
   const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
   if (out.numel() == 0) return std::nullopt;
   if (k == 0) {
-    backend.fill(out, 0.0);
+    if (!accumulate) backend.fill(out, 0.0);
     return std::nullopt;
   }
   const auto readable = [&](const Tensor& t) { return operand_of(t).ok ? t : contiguous_copy(t); };

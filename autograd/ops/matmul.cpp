@@ -36,7 +36,7 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, bool bf16) {
   const Tensor a_op = bf16 ? as_bfloat16(a) : a, b_op = bf16 ? as_bfloat16(b) : b;
   Tensor y = empty(with_matrix(batch, m, n), bf16 ? kFloat32 : a.dtype(), a.device());
   backend_for(a).matmul(broadcast_view(a_op, with_matrix(batch, m, k), op),
-                        broadcast_view(b_op, with_matrix(batch, k, n), op), y);
+                        broadcast_view(b_op, with_matrix(batch, k, n), op), y, /*accumulate=*/false);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   const auto product = bf16 ? matmul_bf16 : static_cast<Tensor (*)(const Tensor&, const Tensor&)>(matmul);
   // forward was y = a b, so: ga = gy b^T and gb = a^T gy, each summed over broadcast batch dims.
@@ -85,6 +85,32 @@ Tensor matmul_any(const Tensor& a, const Tensor& b, bool bf16) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_any(a, b, false); }
+
+Tensor& matmul_add_(Tensor& out, const Tensor& a, const Tensor& b) {
+  const char* op = "matmul_add_";
+  check_defined(out, op);
+  check_floating(out, op);
+  check_compatible(out, a, op);
+  check_compatible(out, b, op);
+  LINEA_CHECK(!autograd::needs_grad({out, a, b}), op, "records no gradient, but grad mode is on and ",
+              out.requires_grad() ? out.describe() : a.requires_grad() ? a.describe() : b.describe(),
+              " requires grad (use out + matmul(a, b))");
+  LINEA_CHECK(a.dim() >= 2 && b.dim() >= 2, op, "needs operands of at least 2 dims, got ", a.describe(), " @ ",
+              b.describe());
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  LINEA_CHECK(b.size(-2) == k, op, "inner sizes differ: ", a.describe(), " @ ", b.describe());
+  const Shape batch = broadcast_shapes(batch_of(a), batch_of(b), op);
+  LINEA_CHECK(out.shape() == with_matrix(batch, m, n), op, "out must have the product's shape ",
+              shape_str(with_matrix(batch, m, n)), ", got ", out.describe());
+  LINEA_CHECK(out.is_contiguous(), op, "out must be contiguous (the GEMM adds into it in place), got ",
+              out.describe());
+  LINEA_CHECK(out.storage() != a.storage() && out.storage() != b.storage(), op,
+              "out shares memory with an operand, which the GEMM would overwrite as it reads it");
+  backend_for(out).matmul(broadcast_view(a, with_matrix(batch, m, k), op),
+                          broadcast_view(b, with_matrix(batch, k, n), op), out, /*accumulate=*/true);
+  out.bump_version();
+  return out;
+}
 
 Tensor matmul_bf16(const Tensor& a, const Tensor& b) {
   LINEA_CHECK((a.dtype() == kFloat32 || a.dtype() == kBFloat16) && (b.dtype() == kFloat32 || b.dtype() == kBFloat16),

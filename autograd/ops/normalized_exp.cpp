@@ -43,7 +43,7 @@ void check_inputs(const Tensor& x, NormalizedExpMode mode, double scale, const T
 }  // namespace
 
 // x (B, H, T, d), previous (B, H, 1, 1) or undefined -> y (B, H, T, d) in x's memory order,
-// m (B, H, T, 1).
+// m (B, H, T, 1) and, for PrefixMax, m's last position (B, H, 1, 1).
 NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous) {
   check_inputs(x, mode, scale, previous);
   const Shape m_shape{x.size(0), x.size(1), x.size(2), 1};
@@ -51,8 +51,11 @@ NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double sca
   const Tensor prev = previous.defined() ? contiguous(detach(previous)) : Tensor();
   Tensor y = empty_in_order_of(x.shape(), x.strides(), x.dtype(), x.device());
   Tensor m = empty(m_shape, x.dtype(), x.device());
-  if (m.numel() > 0) backend_for(x).normalized_exp(rows, mode, scale, prev, y, m);
   const bool need_x = x.requires_grad(), need_previous = previous.defined() && previous.requires_grad();
+  Tensor last = mode == NormalizedExpMode::PrefixMax && !autograd::needs_grad({x, previous}) && m.numel() > 0
+                    ? empty({x.size(0), x.size(1), 1, 1}, x.dtype(), x.device())
+                    : Tensor();
+  if (m.numel() > 0) backend_for(x).normalized_exp(rows, mode, scale, prev, y, m, last);
   // Two outputs of one node: a gradient that reaches only y (the query map's max is never used)
   // costs nothing for m, and neither is padded to the other's size.
   const std::vector<Tensor> out = record_outputs(
@@ -71,7 +74,9 @@ NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double sca
         }
         return {need_x ? dx : Tensor(), dprev};
       });
-  return {out[0], out[1]};
+  if (mode == NormalizedExpMode::PrefixMax && !last.defined() && m.numel() > 0)
+    last = narrow(out[1], 2, x.size(2) - 1, 1);
+  return {out[0], out[1], last};
 }
 
 }  // namespace linea

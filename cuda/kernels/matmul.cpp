@@ -41,8 +41,8 @@ struct Gemm {
   cudaDataType type;    // of a and b
   cudaDataType c_type;  // of out: type, or float32 for a bfloat16 product widened as it is stored
   cublasComputeType_t compute;
-  const void* one;
-  const void* zero;
+  const void* alpha;  // 1
+  const void* beta;   // 0, or 1 to add the product to out
 };
 
 // out (m, n) row-major, ldc = n, batch of them `stride_c` apart; a (m, k), b (k, n).
@@ -55,8 +55,8 @@ void gemm_batched(const Gemm& g, const matmul_layout::Operand& la, const matmul_
     const char* pb = static_cast<const char*>(b) + first * stride_b * static_cast<int64_t>(elem);
     char* pc = static_cast<char*>(c) + first * stride_c * static_cast<int64_t>(out_elem);
     LINEA_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(g.handle, lb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                                     la.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, g.one, pb,
-                                                     g.type, lb.ld, stride_b, pa, g.type, la.ld, stride_a, g.zero,
+                                                     la.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, g.alpha, pb,
+                                                     g.type, lb.ld, stride_b, pa, g.type, la.ld, stride_a, g.beta,
                                                      pc, g.c_type, n, stride_c, count, g.compute, CUBLAS_GEMM_DEFAULT),
                        "matmul", "m=", m, " n=", n, " k=", k, " batch=", count, " lda=", la.ld, " ldb=", lb.ld);
   }
@@ -84,8 +84,8 @@ ContractionMajor transposed_for_tf32(const Gemm& g, const void* b, const matmul_
 
 }  // namespace
 
-void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) const {
-  const std::optional<matmul_layout::Plan> plan = matmul_layout::plan(*this, a_in, b_in, out, contiguous_copy);
+void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool accumulate) const {
+  const std::optional<matmul_layout::Plan> plan = matmul_layout::plan(*this, a_in, b_in, out, contiguous_copy, accumulate);
   if (!plan) return;
   const auto& [m, n, k, batch, a, b, la, lb] = *plan;
 
@@ -103,6 +103,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   } else if (tf32_enabled()) {
     g.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   }
+  if (accumulate) g.beta = g.alpha;  // out += a b: beta = 1
   const size_t elem = dtype_size(a.dtype()), out_elem = dtype_size(out.dtype());
 
   // A weight shared across the batch: one (batch*m, k) x (k, n) GEMM.

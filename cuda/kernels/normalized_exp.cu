@@ -474,10 +474,10 @@ __device__ V scan_tile(V v, ScanShared<V>& scan, Step step) {
 }
 
 // PrefixMax's forward, second pass: m (each row's own max) becomes the running max in place,
-// continued from previous (which wins ties).
+// continued from previous (which wins ties); `last`, where given, gets each sequence's final max.
 template <class T>
 __global__ void __launch_bounds__(kScanThreads)
-    running_max_kernel(T* m, const T* previous, int64_t sequences, int64_t length) {
+    running_max_kernel(T* m, const T* previous, T* last, int64_t sequences, int64_t length) {
   __shared__ ScanShared<T> scan;
   for (int64_t seq = blockIdx.x; seq < sequences; seq += gridDim.x) {
     T* ms = m + seq * length;
@@ -486,6 +486,7 @@ __global__ void __launch_bounds__(kScanThreads)
       const int64_t t = t0 + threadIdx.x;
       const T running = scan_tile(t < length ? ms[t] : lowest<T>(), scan, MaxStep{});
       if (t < length) ms[t] = running;
+      if (last != nullptr && t == length - 1) last[seq] = running;
     }
     __syncthreads();  // the last tile's carry is written before the next sequence resets it
   }
@@ -566,9 +567,9 @@ void launch_row_pass(const RowCount& n, std::initializer_list<const Tensor*> ten
 }  // namespace
 
 void CudaBackend::normalized_exp(const Tensor& x, NormalizedExpMode mode, double scale, const Tensor& previous,
-                                 const Tensor& y, const Tensor& m) const {
+                                 const Tensor& y, const Tensor& m, const Tensor& last) const {
   const char* op = "normalized_exp";
-  check_on_device(device_, op, {&x, &previous, &y, &m});
+  check_on_device(device_, op, {&x, &previous, &y, &m, &last});
   const RowCount n = row_count(x, op);
   if (n.rows == 0) return;
   const cudaStream_t stream = use_device(device_);
@@ -586,7 +587,7 @@ void CudaBackend::normalized_exp(const Tensor& x, NormalizedExpMode mode, double
           x.data<T>(), y.data<T>(), m.data<T>(), sequence_rows(x), sequence_rows(y), n, split, s);
       LINEA_CUDA_LAUNCH_CHECK(op, x.describe());
       running_max_kernel<T><<<sequence_blocks(sequences, device_), kScanThreads, 0, stream>>>(
-          m.data<T>(), data_or_null<T>(previous), sequences, n.length);
+          m.data<T>(), data_or_null<T>(previous), data_or_null<T>(last), sequences, n.length);
       LINEA_CUDA_LAUNCH_CHECK(op, x.describe());
       exp_kernel<T, V><<<blocks, kRowThreads, 0, stream>>>(x.data<T>(), y.data<T>(), m.data<T>(), sequence_rows(x),
                                                          sequence_rows(y), n, split, s);

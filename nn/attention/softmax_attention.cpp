@@ -145,8 +145,11 @@ SoftmaxAttention::SoftmaxAttention(const SoftmaxAttentionConfig& config, Generat
 
 Tensor SoftmaxAttention::project_heads(const Linear& proj, const Tensor& x, int64_t heads, int64_t offset,
                                        bool rotate) const {
-  const int64_t batch = x.size(0), time = x.size(1);
-  Tensor h = transpose(reshape(proj.forward(x), {batch, time, heads, config_.head_dim}), 1, 2);
+  return heads_of(proj.forward(x), heads, offset, rotate);
+}
+
+Tensor SoftmaxAttention::heads_of(const Tensor& y, int64_t heads, int64_t offset, bool rotate) const {
+  Tensor h = transpose(reshape(y, {y.size(0), y.size(1), heads, config_.head_dim}), 1, 2);
   return rotate && rope_ ? rope_->forward(h, offset) : h;
 }
 
@@ -259,10 +262,17 @@ Tensor SoftmaxAttention::step_differentiable(const Tensor& q, const Tensor& k, c
 
 Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
   // (An x that is not (B, T, D) gets 0 queries here and its error from prefill_queries' check.)
-  return prefill_queries(x, state, x.defined() && x.dim() == 3 ? x.size(1) : 0);
+  return o_proj->forward(prefill_queries(x, state, x.defined() && x.dim() == 3 ? x.size(1) : 0));
 }
 
-Tensor SoftmaxAttention::prefill_last(const Tensor& x, DecodeState& state) { return prefill_queries(x, state, 1); }
+Tensor SoftmaxAttention::prefill_last(const Tensor& x, DecodeState& state) {
+  return o_proj->forward(prefill_queries(x, state, 1));
+}
+
+Tensor SoftmaxAttention::residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) {
+  const Tensor attended = prefill_queries(norm.forward(x), state, last_only ? 1 : x.size(1));
+  return add_product_into(last_only ? last_token(x) : x, *o_proj, attended);
+}
 
 Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, int64_t queries) {
   KVCache& cache = prefill_state<KVCache>(x, state, config_.d_model, "SoftmaxAttention", &KVCache::k);
@@ -272,7 +282,19 @@ Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, in
   const int64_t position = cache.position, tokens = position + x.size(1);
   const int64_t columns = columns_for(cache, tokens, config_.window);
   const int64_t first_query = x.size(1) - queries;
-  const Tensor q = project_heads(*q_proj, narrow(x, 1, first_query, queries), config_.heads, position + first_query, true);
+  Tensor q_rows, k_rows;  // (B, queries, H dh), (B, T, KV dh)
+  if (rope_) {
+    // q and k as one product, one launch instead of two (q for every token, the last `queries`
+    // kept). Only with RoPE: the rotation makes k anew, where a k left a view of the stacked
+    // product would be copied out of it for the cache below, a launch back.
+    const std::vector<Tensor> qk = prompt_projections_.forward({{q_proj.get(), true}, {k_proj.get(), true}}, x);
+    q_rows = narrow(qk[0], 1, first_query, queries);
+    k_rows = qk[1];
+  } else {
+    q_rows = q_proj->forward(narrow(x, 1, first_query, queries));
+    k_rows = k_proj->forward(x);
+  }
+  const Tensor q = heads_of(q_rows, config_.heads, position + first_query, true);
   // The keys seen so far in position order, then the prompt's: the queries are the last ones of
   // them, as attend() expects. A cache that has seen nothing adds nothing: the prompt's keys are
   // used as they come (a cat would copy them once more, the whole prompt's keys and values).
@@ -280,9 +302,9 @@ Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, in
   const auto after_cache = [&](const Tensor& buffer, const Tensor& prompt) {
     return position == 0 ? prompt : cat({in_position_order(buffer, position), prompt}, 2);
   };
-  const Tensor k = after_cache(cache.k, project_heads(*k_proj, x, kv, position, true));
+  const Tensor k = after_cache(cache.k, heads_of(k_rows, kv, position, true));
   const Tensor v = after_cache(cache.v, project_heads(*v_proj, x, kv, position, false));
-  const Tensor out = o_proj->forward(attend(q, k, v));
+  const Tensor out = attend(q, k, v);
   const Tensor new_k = ring_layout(k, tokens, columns), new_v = ring_layout(v, tokens, columns);
   if (cache.reserved > 0) {  // reserved memory stays where it is (a captured graph reads it)
     copy_(cache.k, detach(new_k));

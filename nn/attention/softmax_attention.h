@@ -63,6 +63,8 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state) override;
   Tensor prefill(const Tensor& x, DecodeState& state) override;
   Tensor prefill_last(const Tensor& x, DecodeState& state) override;
+  // The residual added into o_proj's product (SequenceMixer::residual_prefill).
+  Tensor residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) override;
   std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const override;
   void reserve(DecodeState& state, int64_t tokens) const override;
 
@@ -73,6 +75,8 @@ class SoftmaxAttention : public SequenceMixer {
  private:
   // (B, T, D) -> (B, heads, T, dh) through proj, with RoPE from position offset when enabled.
   Tensor project_heads(const Linear& proj, const Tensor& x, int64_t heads, int64_t offset, bool rotate) const;
+  // The same for a projection already made, y (B, T, heads dh).
+  Tensor heads_of(const Tensor& y, int64_t heads, int64_t offset, bool rotate) const;
   // q (B, H, Tq, dh), k/v (B, KV, Tk, dh), the queries being the last Tq of the Tk positions
   // -> (B, Tq, H*dh), through the fused kernel or the composite path (see the top of this file).
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) const;
@@ -84,13 +88,14 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor step_differentiable(const Tensor& q, const Tensor& k, const Tensor& v, DecodeState& state);
   // step() on input_norm(x) (x itself without a norm), plus `residual` (undefined: none).
   Tensor decode(const Tensor& x, DecodeState& state, const Norm* input_norm, const Tensor& residual);
-  // prefill() with the outputs of the last `queries` tokens only (T or 1): every key and value
-  // goes into the cache, only those queries attend.
+  // prefill() up to o_proj's input, (B, queries, H dh), for the last `queries` tokens only (T or
+  // 1): every key and value goes into the cache, only those queries attend.
   Tensor prefill_queries(const Tensor& x, DecodeState& state, int64_t queries);
 
   SoftmaxAttentionConfig config_;
   std::shared_ptr<RoPE> rope_;
-  StackedProjection step_projections_;  // the decoding step's q, k and v as one product
+  StackedProjection step_projections_;    // the decoding step's q, k and v as one product
+  StackedProjection prompt_projections_;  // a prefill's q and k as one product (with RoPE)
 };
 
 }  // namespace linea::nn

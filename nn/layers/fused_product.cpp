@@ -68,6 +68,16 @@ Tensor fused_product(const Linear& linear, const Tensor& x, const ProductFusion&
   return run_modules([&](const Tensor& input) { return linear.forward(input); }, fusion.up, x, fusion);
 }
 
+Tensor add_product_into(const Tensor& residual, const Linear& linear, const Tensor& x) {
+  if (!fuses_products(x) || linear.lora || !residual.is_contiguous() || residual.dtype() != x.dtype())
+    return residual + linear.forward(x);
+  check_last_dim(x, linear.weight.size(1), "add_product_into");
+  Tensor sum = residual;
+  matmul_add_(sum, x, t(linear.weight));
+  if (linear.bias.defined()) add_(sum, linear.bias);
+  return sum;
+}
+
 Tensor fused_product(const Tensor& weight, const Tensor& bias, const Tensor& x, const ProductFusion& fusion) {
   LINEA_CHECK(fusion.up == nullptr, "fused_product", "a gated unit takes Linear layers");
   if (fuses_products(x)) return run_fused(weight, bias, nullptr, x, fusion);

@@ -37,6 +37,13 @@ Tensor fused_product(const Linear& linear, const Tensor& x, const ProductFusion&
 // tied to the embedding); fusion.up must be null.
 Tensor fused_product(const Tensor& weight, const Tensor& bias, const Tensor& x, const ProductFusion& fusion);
 
+// residual + linear(x) over a prompt's rows, x (..., in) and residual (..., out), for a caller that
+// gives residual up: its own running sum, which nothing else reads (LanguageModel::prefill's).
+// Where products run fused (no LoRA) and residual is contiguous, the product is added into
+// residual's memory by the GEMM itself (matmul_add_), one launch instead of a product and an
+// addition, and residual is returned; otherwise residual + linear.forward(x), out of place.
+Tensor add_product_into(const Tensor& residual, const Linear& linear, const Tensor& x);
+
 // The unary op fused_linear applies for an activation.
 UnaryOp unary_op_of(Activation activation);
 

@@ -36,6 +36,11 @@ Tensor MLP::residual_step(const Tensor& x, const Norm& norm) const {
   return fused_product(*fc2, hidden, {.residual = x});
 }
 
+Tensor MLP::residual_prefill(const Tensor& x, const Norm& norm) const {
+  const Tensor hidden = fused_product(*fc1, x, {.input_norm = &norm, .activation = activation_});
+  return add_product_into(x, *fc2, hidden);
+}
+
 GatedMLP::GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options)
     : activation_(options.activation) {
   check_positive(hidden, "hidden", "GatedMLP");
@@ -51,6 +56,11 @@ Tensor GatedMLP::forward(const Tensor& x) const {
 Tensor GatedMLP::residual_step(const Tensor& x, const Norm& norm) const {
   const Tensor hidden = fused_product(*gate, x, {.input_norm = &norm, .activation = activation_, .up = up.get()});
   return fused_product(*down, hidden, {.residual = x});
+}
+
+Tensor GatedMLP::residual_prefill(const Tensor& x, const Norm& norm) const {
+  const Tensor hidden = fused_product(*gate, x, {.input_norm = &norm, .activation = activation_, .up = up.get()});
+  return add_product_into(x, *down, hidden);
 }
 
 }  // namespace linea::nn

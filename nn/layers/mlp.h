@@ -36,6 +36,9 @@ class FeedForward : public Module {
   // A block's decoding step around it: x + forward(norm(x)), with the norm and the activation
   // folded into the first product and the addition into the last (nn/layers/fused_product.h).
   virtual Tensor residual_step(const Tensor& x, const Norm& norm) const = 0;
+  // The same over a prompt's rows, x being the caller's own running sum: the last product adds
+  // into x's memory (add_product_into; SequenceMixer::residual_prefill says when that is allowed).
+  virtual Tensor residual_prefill(const Tensor& x, const Norm& norm) const = 0;
 };
 
 class MLP : public FeedForward {
@@ -43,6 +46,7 @@ class MLP : public FeedForward {
   MLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
   Tensor forward(const Tensor& x) const override;
   Tensor residual_step(const Tensor& x, const Norm& norm) const override;
+  Tensor residual_prefill(const Tensor& x, const Norm& norm) const override;
 
   std::shared_ptr<Linear> fc1;  // D -> hidden
   std::shared_ptr<Linear> fc2;  // hidden -> D
@@ -56,6 +60,7 @@ class GatedMLP : public FeedForward {
   GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options = {});
   Tensor forward(const Tensor& x) const override;
   Tensor residual_step(const Tensor& x, const Norm& norm) const override;
+  Tensor residual_prefill(const Tensor& x, const Norm& norm) const override;
 
   std::shared_ptr<Linear> gate;  // D -> hidden, through the activation
   std::shared_ptr<Linear> up;    // D -> hidden, linear

@@ -57,7 +57,9 @@ NormalizedKeys prefix_normalized_keys(const Tensor& k, const Tensor& previous) {
   LINEA_CHECK(k.defined() && k.dim() == 4 && k.size(2) > 0, "prefix_normalized_keys",
               "expects keys (B, H, T, d) with at least one token, got ", k.defined() ? k.describe() : "undefined");
   const NormalizedExp keys = normalized_exp(k, NormalizedExpMode::PrefixMax, 1.0, previous);
-  return {.features = keys.features, .norm = prefix_decay(keys.max, previous)};
+  NormalizedKeys out{.features = keys.features, .norm = prefix_decay(keys.max, previous)};
+  out.norm.last_max = keys.last_max;  // without a gradient, the kernel's own copy (no copy to make for a state)
+  return out;
 }
 
 namespace {

@@ -130,14 +130,16 @@ bool LinearAttention::fuses_normalized_exp(KeyMaxMode mode) const {
          mode == KeyMaxMode::Prefix;
 }
 
-Tensor LinearAttention::finish(const Tensor& o_in) {
+Tensor LinearAttention::finish(const Tensor& o) { return out_proj_->forward(output_heads(o)); }
+
+Tensor LinearAttention::output_heads(const Tensor& o_in) const {
   Tensor o = o_in;  // (B, T, H, dv (+1))
   if (config_.sum_normalization) {
     const int64_t dv = config_.head_dim;
     o = narrow(o, -1, 0, dv) / (narrow(o, -1, dv, 1) + config_.sum_norm_eps);
   }
   if (norm_) o = norm_->forward(o);
-  return out_proj_->forward(reshape(o, {o.size(0), o.size(1), config_.heads * config_.head_dim}));
+  return reshape(o, {o.size(0), o.size(1), config_.heads * config_.head_dim});
 }
 
 Tensor LinearAttention::forward(const Tensor& x) {
@@ -150,13 +152,15 @@ Tensor LinearAttention::forward(const Tensor& x) {
 std::unique_ptr<DecodeState> LinearAttention::init_state(int64_t batch) const {
   auto s = std::make_unique<LinearAttentionState>();
   const Tensor& w = q_proj_->weight;
-  s->state = zeros({batch, config_.heads, state_value_dim(), feature_dim()}, {w.dtype(), w.device()});
+  s->state = empty({batch, config_.heads, state_value_dim(), feature_dim()}, w.dtype(), w.device());
+  s->state_unwritten = true;  // zeros, once something reads them (LinearAttentionState)
   return s;
 }
 
 Tensor LinearAttention::step(const Tensor& x, DecodeState& state_in) {
   LinearAttentionState* s = &step_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
                                                               &LinearAttentionState::state);
+  s->written_state();
   if (fused_step_applies()) return fused_step(x, *s);
   const ScanInputs in = prepare(unsqueeze(x, 1), s->key_max, KeyMaxMode::Prefix);
   // The one token through the fused scan's step-by-step kernel: the decays, the state update and
@@ -176,6 +180,7 @@ Tensor LinearAttention::residual_step(const Tensor& x, const Norm& norm, DecodeS
   if (!fused_step_applies()) return SequenceMixer::residual_step(x, norm, state_in);
   LinearAttentionState* s = &step_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
                                                               &LinearAttentionState::state);
+  s->written_state();
   return fused_step(x, *s, &norm, x);
 }
 
@@ -254,23 +259,32 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s, con
   return fused_product(*out_proj_, reshape(r.out, {B, H * config_.head_dim}), {.residual = residual});
 }
 
-Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) { return prefill_outputs(x, state_in, false); }
-
-Tensor LinearAttention::prefill_last(const Tensor& x, DecodeState& state_in) {
-  return prefill_outputs(x, state_in, true);
+Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {
+  return out_proj_->forward(prefill_heads(x, state_in, false));
 }
 
-Tensor LinearAttention::prefill_outputs(const Tensor& x, DecodeState& state_in, bool last_only) {
+Tensor LinearAttention::prefill_last(const Tensor& x, DecodeState& state_in) {
+  return out_proj_->forward(prefill_heads(x, state_in, true));
+}
+
+Tensor LinearAttention::residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) {
+  const Tensor heads = prefill_heads(norm.forward(x), state, last_only);
+  return add_product_into(last_only ? last_token(x) : x, *out_proj_, heads);
+}
+
+Tensor LinearAttention::prefill_heads(const Tensor& x, DecodeState& state_in, bool last_only) {
   LinearAttentionState* s = &prefill_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
                                                                  &LinearAttentionState::state);
   const ScanInputs in = prepare(x, s->key_max, KeyMaxMode::Prefix);
   Tensor last_state;
-  const Tensor o = scan(in.q, in.k, in.v, in.gk, in.gv, s->state, &last_state, config_.scan);  // (B, H, T, .)
+  const Tensor start = s->state_unwritten ? Tensor() : s->state;  // undefined: the scan starts from zeros
+  const Tensor o = scan(in.q, in.k, in.v, in.gk, in.gv, start, &last_state, config_.scan);  // (B, H, T, .)
   s->state = last_state;
+  s->state_unwritten = false;
   s->key_max = in.last_key_max;
   s->position += x.size(1);
   own_storage(*s);
-  return finish(transpose(last_only ? narrow(o, 2, o.size(2) - 1, 1) : o, 1, 2));
+  return output_heads(transpose(last_only ? narrow(o, 2, o.size(2) - 1, 1) : o, 1, 2));
 }
 
 // ---- presets -------------------------------------------------------------------------------------

@@ -111,7 +111,20 @@ struct LinearAttentionState : DecodeState {
   Tensor state;    // (B, H, dv (+1 with sum normalization: the c column), m)
   Tensor key_max;  // (B, H, 1, 1): the running key max; undefined before the first token and for
                    // maps without a key log shift
+  // init_state() allocates `state` without writing it: a prefill starts from no state and
+  // replaces it, so zeros would be a fill kernel per layer for nothing (a short prompt is bound by
+  // the host's launches). While this is set the memory stands for zeros; written_state() and
+  // members(), the way everything else reads the state, write them first.
+  bool state_unwritten = false;
+  Tensor& written_state() {
+    if (state_unwritten) {
+      fill_(state, 0.0);
+      state_unwritten = false;
+    }
+    return state;
+  }
   std::vector<std::pair<std::string, Tensor*>> members() override {
+    written_state();
     return {{"state", &state}, {"key_max", &key_max}};
   }
 };
@@ -132,6 +145,8 @@ class LinearAttention : public SequenceMixer {
   // With KeyMaxMode::Global too it normalizes keys by the running max, as step() does.
   Tensor prefill(const Tensor& x, DecodeState& state) override;
   Tensor prefill_last(const Tensor& x, DecodeState& state) override;
+  // The residual added into the output projection's product (SequenceMixer::residual_prefill).
+  Tensor residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) override;
 
   const LinearAttentionConfig& config() const { return config_; }
   int64_t key_dim() const { return key_dim_; }
@@ -154,8 +169,11 @@ class LinearAttention : public SequenceMixer {
                     const Tensor& residual = Tensor());
   // o (B, T, H, state_value_dim) -> y (B, T, D): sum normalization, norm, merge, out projection.
   Tensor finish(const Tensor& o);
-  // prefill(), with the output of the last token only when last_only (prefill_last).
-  Tensor prefill_outputs(const Tensor& x, DecodeState& state, bool last_only);
+  // finish() without the out projection: (B, T, H dv), what out_proj reads.
+  Tensor output_heads(const Tensor& o) const;
+  // prefill() up to the out projection's input, of the last token only when last_only
+  // (prefill_last).
+  Tensor prefill_heads(const Tensor& x, DecodeState& state, bool last_only);
   Tensor heads_first(const Tensor& y, int64_t width) const;  // (B, T, H w) -> (B, H, T, w)
 
   LinearAttentionConfig config_;

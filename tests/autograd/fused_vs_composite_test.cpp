@@ -3,6 +3,7 @@
 // from elementary differentiable ops: forward values and the gradients of every input, in float64
 // and float32, on several shapes.
 #include <limits>
+#include <string>
 
 #include "autograd/ops.h"
 #include "nn/linear_attention/feature_maps.h"
@@ -357,6 +358,39 @@ TEST(FusedVsComposite, PrefixNormalizedKeysMatchTheKeyMaxChain) {
           },
           map_leaves(c, dtype, gen), map_label(c, dtype, NormalizedExpMode::PrefixMax), map_tolerance(dtype));
     }
+}
+
+// The running max at the last position, which decoding carries on with: without a gradient the
+// kernel writes it into memory of its own (a state keeps it after the prompt's maxima are freed);
+// while a gradient is recorded it is a view of max, so the gradient reaches the max's holder.
+TEST(FusedVsComposite, NormalizedExpLastMaxIsItsOwnWithoutAGradient) {
+  Generator gen(13);
+  for (DType dtype : kDtypes)
+    for (int64_t T : {1, 7, 300})
+      for (const bool with_previous : {false, true}) {
+        const Tensor x = randn({2, 3, T, 5}, dtype, &gen) * 2.0;
+        const Tensor previous = with_previous ? randn({2, 3, 1, 1}, dtype, &gen) + 1.0 : Tensor();
+        const std::string what = std::string(dtype_name(dtype)) + " T=" + std::to_string(T) +
+                                 (with_previous ? " with previous" : "");
+        {
+          const NoGradGuard no_grad;
+          const NormalizedExp out = normalized_exp(x, NormalizedExpMode::PrefixMax, 1.0, previous);
+          EXPECT_EQ(out.last_max.shape(), (Shape{2, 3, 1, 1})) << what;
+          EXPECT_EQ(out.last_max.storage()->nbytes(), 6 * dtype_size(dtype)) << what;
+          EXPECT_TRUE(all_close(out.last_max, narrow(out.max, 2, T - 1, 1), 0, 0)) << what;
+          EXPECT_FALSE(normalized_exp(x, NormalizedExpMode::RowMax).last_max.defined()) << what;
+        }
+        const Tensor leaf = clone(x).requires_grad_();
+        const NormalizedExp recorded = normalized_exp(leaf, NormalizedExpMode::PrefixMax, 1.0, previous);
+        EXPECT_EQ(recorded.last_max.storage(), recorded.max.storage()) << what << ": a view while recording";
+        EXPECT_TRUE(all_close(recorded.last_max, narrow(recorded.max, 2, T - 1, 1), 0, 0)) << what;
+        // Its gradient reaches the max's holder: d(sum of last maxima) / dx is 1 at one element of
+        // each sequence (or at previous).
+        backward(sum(recorded.last_max));
+        const double reached = sum(leaf.grad()).item();
+        EXPECT_LE(reached, 6.0 + 1e-12) << what;
+        if (!with_previous) EXPECT_NEAR(reached, 6.0, 1e-12) << what;
+      }
 }
 
 // Ties across positions and with previous: the gradient goes to the earliest holder, exactly as

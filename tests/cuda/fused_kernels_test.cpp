@@ -499,6 +499,16 @@ TEST(CudaFusedKernels, NormalizedExpAcrossTilesAndSequenceCounts) {
             EXPECT_TRUE(same_maxima(maxima(on_gpu(inputs[0]), previous ? on_gpu(inputs[1]) : Tensor()),
                                     maxima(inputs[0], previous ? inputs[1] : Tensor())))
                 << what;
+            if (mode == NormalizedExpMode::PrefixMax) {
+              // Without a gradient the scan kernel also writes each sequence's last max, into
+              // memory of its own (what a decoding state keeps).
+              const NoGradGuard no_grad;
+              const Tensor x = on_gpu(inputs[0]);
+              const NormalizedExp out =
+                  normalized_exp(heads_last ? transpose(x, 1, 2) : x, mode, 0.3, previous ? on_gpu(inputs[1]) : Tensor());
+              EXPECT_EQ(out.last_max.storage()->nbytes(), static_cast<size_t>(c.B * c.H) * dtype_size(dtype)) << what;
+              EXPECT_TRUE(same_maxima(out.last_max, narrow(out.max, 2, c.T - 1, 1))) << what;
+            }
           }
 }
 

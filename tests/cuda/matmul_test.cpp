@@ -73,6 +73,39 @@ TEST(CudaMatmul, EmptyAndZeroKProducts) {
   EXPECT_EQ(k0.to_vector<float>(), std::vector<float>(20, 0.0f));
 }
 
+// matmul_add_ (out += a b: cuBLAS with beta = 1) against the CPU's (OpenBLAS, beta = 1), from the
+// same random out: a prefill's x @ t(W) (the batch folded into one GEMM's rows; one row), plain and
+// batched products, K = 0 (out as it was); and with TF32 on, a weight transposed before the product
+// (the scratch path) still adds into out.
+TEST(CudaMatmul, MatmulAddMatchesTheCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  struct Case {
+    Shape a, b;
+    bool b_transposed;
+  };
+  const Case cases[] = {{{37, 129}, {129, 65}, false}, {{2, 77, 512}, {512, 512}, true}, {{1, 1, 100}, {48, 100}, true},
+                        {{2, 3, 5, 7}, {2, 3, 7, 4}, false}, {{5, 0}, {0, 3}, false}};
+  auto expect_parity = [](const Case& c, DType dtype, double rtol, double atol) {
+    const Tensor a = random_normal(c.a, dtype, 51), drawn = random_normal(c.b, dtype, 52);
+    const Tensor b = c.b_transposed ? t(drawn) : drawn;
+    const Tensor start = random_normal(matmul(a, b).shape(), dtype, 53);
+    Tensor on_device = on_gpu(start), on_host = clone(start);
+    matmul_add_(on_device, on_gpu(a), c.b_transposed ? t(on_gpu(drawn)) : on_gpu(drawn));
+    matmul_add_(on_host, a, b);
+    EXPECT_TRUE(matches_cpu(on_device, on_host, rtol, atol))
+        << shape_str(c.a) << " @ " << shape_str(c.b) << (c.b_transposed ? " transposed" : "") << " "
+        << dtype_name(dtype);
+  };
+  {
+    const NoTf32 exact;
+    for (DType dtype : kFloats)
+      for (const Case& c : cases) expect_parity(c, dtype, rtol(dtype), atol(dtype));
+  }
+  const testing::Tf32Setting tf32(true);
+  expect_parity({{4, 100, 37}, {37, 48}, false}, kFloat32, 1e-2, 0.1);
+  expect_parity({{2, 77, 512}, {512, 512}, true}, kFloat32, 1e-2, 0.1);
+}
+
 TEST(CudaMatmul, Tf32IsSwitchableAndClose) {
   LINEA_SKIP_WITHOUT_CUDA();
   const bool was = cuda::tf32_enabled();

@@ -8,6 +8,7 @@
 // lengths, stacked into one batch, decode each row as it would decode alone.
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "nn/model.h"
@@ -17,6 +18,7 @@
 namespace linea::nn {
 namespace {
 
+using linea::testing::all_close;
 using linea::testing::relative_diff;
 using linea::testing::state_diff;
 using linea::testing::step_through;
@@ -238,6 +240,51 @@ INSTANTIATE_TEST_SUITE_P(Letters, StackedStates, ::testing::ValuesIn(every_lette
                          [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(OtherPaths, StackedStates, ::testing::ValuesIn(other_paths()),
                          [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
+
+// Without a gradient, a block's two residual additions go into the products that end its halves
+// (SequenceMixer::residual_prefill, FeedForward::residual_prefill: add_product_into): the output is
+// written over x's memory, the running sum LanguageModel::prefill gives it, and equals the sums
+// made out of place while a gradient is recorded. prefill_last writes x's last token. For the
+// letters whose layers fold it (softmax, ReGLA, Fast Decay, GLA) and one that does not (DeltaNet),
+// with the plain MLP and a gated one.
+class PrefillIntoTheRunningSum : public ::testing::TestWithParam<std::tuple<char, MlpKind>> {};
+
+TEST_P(PrefillIntoTheRunningSum, BlocksAddIntoXWithoutAGradient) {
+  const auto [letter, mlp] = GetParam();
+  ModelConfig c;
+  c.vocab_size = kVocab;
+  c.d_model = 16;
+  c.heads = 2;
+  c.pattern = std::string(1, letter);
+  c.mlp = mlp;
+  Generator init(19);
+  LanguageModel model(c, init);
+  model.to(kFloat64);
+  model.eval();
+  Block& block = *model.blocks()[0];
+  Generator gen(20);
+  const Tensor x = randn({1, 40, 16}, kFloat64, &gen);
+  for (const bool last_only : {false, true}) {
+    auto prefill = [&](const Tensor& input, DecodeState& state) {
+      return last_only ? block.prefill_last(input, state) : block.prefill(input, state);
+    };
+    const auto recorded_state = block.mixer->init_state(1);
+    const Tensor reference = prefill(clone(x), *recorded_state);  // the parameters need a gradient
+    ASSERT_TRUE(reference.requires_grad());
+    const NoGradGuard no_grad;
+    const auto state = block.mixer->init_state(1);
+    const Tensor sum = clone(x);
+    const Tensor out = prefill(sum, *state);
+    const bool folds = letter != 'D';
+    const void* expected_at = last_only ? last_token(sum).raw_data() : sum.raw_data();
+    EXPECT_EQ(out.raw_data() == expected_at, folds) << (last_only ? "prefill_last" : "prefill");
+    EXPECT_TRUE(all_close(out, reference, 1e-12, 1e-12)) << (last_only ? "prefill_last" : "prefill");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Letters, PrefillIntoTheRunningSum,
+                         ::testing::Combine(::testing::Values('S', 'R', 'F', 'G', 'D'),
+                                            ::testing::Values(MlpKind::GeluTanh, MlpKind::SwiGLU)));
 
 TEST(Prefill, RefusesBadInput) {
   auto model = make_model({"RS", "RS"}, kFloat64, 1);
