@@ -163,6 +163,38 @@ TEST_P(LinearAttentionPresets, SaturatedActivationsStayFinite) {
   }
 }
 
+// init_state leaves the state's memory unwritten (a prefill replaces it whole); whatever reads it
+// first, a step or members() (stacking, graph capture, these tests), finds zeros: the memory is
+// filled with garbage first here, so that the test fails if the zeros are ever skipped.
+TEST_P(LinearAttentionPresets, AnUnwrittenStateReadsAsZeros) {
+  auto layer = build(preset(GetParam()), kFloat64);
+  Generator gen(3);
+  const Tensor x = randn({3, 5, kD}, kFloat64, &gen);
+  const NoGradGuard no_grad;
+  auto fresh = layer->init_state(3), zeroed = layer->init_state(3);
+  auto& f = dynamic_cast<LinearAttentionState&>(*fresh);
+  auto& z = dynamic_cast<LinearAttentionState&>(*zeroed);
+  ASSERT_TRUE(f.state_unwritten);
+  fill_(f.state, std::nan(""));  // what the memory might hold; still counts as unwritten
+  z.state = zeros(z.state.shape(), kFloat64);
+  z.state_unwritten = false;
+  for (int64_t t = 0; t < x.size(1); ++t)
+    EXPECT_TRUE(all_close(layer->step(select(x, 1, t), *fresh), layer->step(select(x, 1, t), *zeroed), 0, 0))
+        << "token " << t;
+  EXPECT_FALSE(f.state_unwritten);
+
+  auto read = layer->init_state(2);
+  auto& r = dynamic_cast<LinearAttentionState&>(*read);
+  fill_(r.state, std::nan(""));
+  const auto members = read->tensors();  // through members()
+  EXPECT_TRUE(all_close(members[0].second, zeros(r.state.shape(), kFloat64), 0, 0));
+  auto other = layer->init_state(1);
+  fill_(dynamic_cast<LinearAttentionState&>(*other).state, std::nan(""));
+  const Tensor stacked = layer->stack_states({read.get(), other.get()})->tensors()[0].second;
+  EXPECT_EQ(stacked.size(0), 3);
+  EXPECT_TRUE(all_close(stacked, zeros(stacked.shape(), kFloat64), 0, 0));
+}
+
 // The decoding state has one size, however many tokens it has seen.
 TEST_P(LinearAttentionPresets, StateSizeDoesNotDependOnLength) {
   auto layer = build(preset(GetParam()), kFloat64);
