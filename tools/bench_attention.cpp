@@ -11,23 +11,30 @@ namespace linea::cli {
 
 namespace {
 
-int run(const std::string& program, std::span<const std::string> args) {
-  std::string device_name = "cuda", lengths = "1024,4096,16384", out_path;
+struct Config : bench::TimingOptions {
+  std::string device = "cuda", lengths = "1024,4096,16384";
   int64_t batch = 8, heads = 8, head_dim = 64, window = 0;
-  int repeats = 10;
+};
+
+int run(const std::string& program, std::span<const std::string> args) {
+  Config c;
   Flags flags(program, "Times the fused causal attention, forward + backward (JSON lines).");
-  flags.add("device", &device_name, "cuda or cpu");
-  flags.add("lengths", &lengths, "comma-separated sequence lengths");
-  flags.add("batch", &batch, "batch");
-  flags.add("heads", &heads, "heads");
-  flags.add("head-dim", &head_dim, "head dim");
-  flags.add("window", &window, "sliding window (0: full causal)");
-  flags.add("repeats", &repeats, "timed repeats (the median is reported)");
-  flags.add("out", &out_path, "also write the JSON lines to this file");
-  if (!flags.parse(args)) return 0;
-  const Device device = Device::parse(device_name);
-  bench::JsonLinesOut out(out_path);
-  for (const int64_t t : bench::positive_list(flags, "lengths", lengths)) {
+  flags.add("device", &c.device, "cuda or cpu");
+  flags.add("lengths", &c.lengths, "comma-separated sequence lengths");
+  flags.add("batch", &c.batch, "batch");
+  flags.add("heads", &c.heads, "heads");
+  flags.add("head-dim", &c.head_dim, "head dim");
+  flags.add("window", &c.window, "sliding window (0: full causal)");
+  bench::add_timing_flags(flags, c);
+  if (!bench::parse(flags, args, c)) return 0;
+  if (c.batch < 1 || c.heads < 1 || c.head_dim < 1) flags.fail("--batch, --heads and --head-dim must be at least 1");
+  if (c.window < 0) flags.fail("--window must be 0 (full causal) or positive");
+  const std::vector<int64_t> lengths = bench::positive_list(flags, "lengths", c.lengths);
+  const Device device = Device::parse(c.device);
+  const bench::ThreadsForBench threads(c.threads);
+  const int64_t batch = c.batch, heads = c.heads, head_dim = c.head_dim, window = c.window;
+  bench::JsonLinesOut out(c.out);
+  for (const int64_t t : lengths) {
     Generator gen(0);
     Tensor q = randn({batch, heads, t, head_dim}, {kFloat32, device}, &gen).requires_grad_();
     Tensor k = randn({batch, heads, t, head_dim}, {kFloat32, device}, &gen).requires_grad_();
@@ -49,8 +56,9 @@ int run(const std::string& program, std::span<const std::string> args) {
     bench::JsonLine line;
     line.add("bench", "attention").add("device", device.str()).add("B", batch).add("H", heads).add("T", t);
     line.add("D", head_dim).add("window", window).add("dtype", "float32");
-    line.add("fwd_bwd_ms", bench::median_ms(repeats, forward_backward, 2));
-    line.add("fwd_ms", bench::median_ms(repeats, forward, 2));
+    if (device.is_cpu()) line.add("threads", c.threads);
+    line.add("fwd_bwd_ms", bench::median_ms(c.repeats, forward_backward, 2));
+    line.add("fwd_ms", bench::median_ms(c.repeats, forward, 2));
     out.write(line);
   }
   return 0;
