@@ -18,7 +18,6 @@
 namespace linea::nn {
 namespace {
 
-using linea::testing::all_close;
 using linea::testing::relative_diff;
 using linea::testing::state_diff;
 using linea::testing::step_through;
@@ -278,7 +277,7 @@ TEST_P(PrefillIntoTheRunningSum, BlocksAddIntoXWithoutAGradient) {
     const bool folds = letter != 'D';
     const void* expected_at = last_only ? last_token(sum).raw_data() : sum.raw_data();
     EXPECT_EQ(out.raw_data() == expected_at, folds) << (last_only ? "prefill_last" : "prefill");
-    EXPECT_TRUE(all_close(out, reference, 1e-12, 1e-12)) << (last_only ? "prefill_last" : "prefill");
+    EXPECT_TRUE(linea::testing::all_close(out, reference, 1e-12, 1e-12)) << (last_only ? "prefill_last" : "prefill");
   }
 }
 
