@@ -1,5 +1,6 @@
 // Elementwise CPU kernels: fill, arange, copy (with dtype conversion), unary, binary, where, and
-// ReGLA's refined gate with its backward.
+// ReGLA's refined gate with its backward. unary, unary_grad and binary take bfloat16 too, each
+// element computed in float32 and rounded once (compute_t).
 #include <cmath>
 
 #include "cpu/cpu_backend.h"
@@ -11,8 +12,9 @@ namespace linea::cpu {
 
 namespace {
 
-// out[i] = f(in[i]) over out's shape, in and out of element types In and Out.
-template <class In, class Out, class F>
+// out[i] = f(in[i]) over out's shape, in and out of element types In and Out, f taking and giving
+// C (a bfloat16 element is widened to float and f's result rounded once: compute_t).
+template <class In, class Out, class C = In, class F>
 void map1(const Tensor& in, const Tensor& out, F f) {
   const In* src = in.data<In>();
   Out* dst = out.data<Out>();
@@ -21,15 +23,15 @@ void map1(const Tensor& in, const Tensor& out, F f) {
                     Out* o = dst + at[0];
                     const In* x = src + at[1];
                     if (step[0] == 1 && step[1] == 1) {
-                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+                      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(static_cast<C>(x[i])));
                     } else {
-                      for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]]);
+                      for (int64_t i = 0; i < n; ++i) o[i * step[0]] = static_cast<Out>(f(static_cast<C>(x[i * step[1]])));
                     }
                   });
 }
 
-// out[i] = f(a[i], b[i]).
-template <class In, class Out, class F>
+// out[i] = f(a[i], b[i]), f taking C as map1's.
+template <class In, class Out, class C = In, class F>
 void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const In* pa = a.data<In>();
   const In* pb = b.data<In>();
@@ -39,13 +41,15 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                     Out* o = dst + at[0];
                     const In* x = pa + at[1];
                     const In* y = pb + at[2];
+                    auto wide = [](const In* p, int64_t i) { return static_cast<C>(p[i]); };
                     if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
-                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(wide(x, i), wide(y, i)));
                     } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {  // tensor op scalar
-                      const In yv = *y;
-                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                      const C yv = wide(y, 0);
+                      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(wide(x, i), yv));
                     } else {
-                      for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
+                      for (int64_t i = 0; i < n; ++i)
+                        o[i * step[0]] = static_cast<Out>(f(wide(x, i * step[1]), wide(y, i * step[2])));
                     }
                   });
 }
@@ -53,51 +57,53 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
 template <class T>
 void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
   using namespace scalar;
-  const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
+  using C = compute_t<T>;
+  const C a = static_cast<C>(args.a), b = static_cast<C>(args.b);
   switch (op) {
-    case UnaryOp::Neg: return map1<T, T>(in, out, [](T x) { return -x; });
-    case UnaryOp::Exp: return map1<T, T>(in, out, [](T x) { return std::exp(x); });
-    case UnaryOp::Log: return map1<T, T>(in, out, [](T x) { return std::log(x); });
-    case UnaryOp::Sqrt: return map1<T, T>(in, out, [](T x) { return std::sqrt(x); });
-    case UnaryOp::Rsqrt: return map1<T, T>(in, out, [](T x) { return T(1) / std::sqrt(x); });
-    case UnaryOp::Abs: return map1<T, T>(in, out, [](T x) { return std::abs(x); });
-    case UnaryOp::Sin: return map1<T, T>(in, out, [](T x) { return std::sin(x); });
-    case UnaryOp::Cos: return map1<T, T>(in, out, [](T x) { return std::cos(x); });
-    case UnaryOp::Tanh: return map1<T, T>(in, out, [](T x) { return std::tanh(x); });
-    case UnaryOp::Sigmoid: return map1<T, T>(in, out, [](T x) { return sigmoid(x); });
-    case UnaryOp::LogSigmoid: return map1<T, T>(in, out, [](T x) { return log_sigmoid(x); });
-    case UnaryOp::Softplus: return map1<T, T>(in, out, [](T x) { return softplus(x); });
-    case UnaryOp::Relu: return map1<T, T>(in, out, [](T x) { return x > T(0) ? x : T(0); });
-    case UnaryOp::Elu: return map1<T, T>(in, out, [a](T x) { return elu(x, a); });
-    case UnaryOp::GeluTanh: return map1<T, T>(in, out, [](T x) { return gelu_tanh(x); });
-    case UnaryOp::GeluErf: return map1<T, T>(in, out, [](T x) { return gelu_erf(x); });
-    case UnaryOp::Silu: return map1<T, T>(in, out, [](T x) { return silu(x); });
-    case UnaryOp::Pow: return map1<T, T>(in, out, [a](T x) { return std::pow(x, a); });
-    case UnaryOp::Clamp: return map1<T, T>(in, out, [a, b](T x) { return x < a ? a : (x > b ? b : x); });
-    case UnaryOp::Sign: return map1<T, T>(in, out, [](T x) { return sign(x); });
-    case UnaryOp::Reciprocal: return map1<T, T>(in, out, [](T x) { return T(1) / x; });
-    case UnaryOp::Square: return map1<T, T>(in, out, [](T x) { return x * x; });
-    case UnaryOp::Log1p: return map1<T, T>(in, out, [](T x) { return std::log1p(x); });
-    case UnaryOp::Expm1: return map1<T, T>(in, out, [](T x) { return std::expm1(x); });
-    case UnaryOp::Erf: return map1<T, T>(in, out, [](T x) { return std::erf(x); });
-    case UnaryOp::Step: return map1<T, T>(in, out, [](T x) { return x > T(0) ? T(1) : T(0); });
-    case UnaryOp::GeluTanhGrad: return map1<T, T>(in, out, [](T x) { return gelu_tanh_grad(x); });
-    case UnaryOp::GeluErfGrad: return map1<T, T>(in, out, [](T x) { return gelu_erf_grad(x); });
-    case UnaryOp::EluGrad: return map1<T, T>(in, out, [a](T x) { return elu_grad(x, a); });
+    case UnaryOp::Neg: return map1<T, T, C>(in, out, [](C x) { return -x; });
+    case UnaryOp::Exp: return map1<T, T, C>(in, out, [](C x) { return std::exp(x); });
+    case UnaryOp::Log: return map1<T, T, C>(in, out, [](C x) { return std::log(x); });
+    case UnaryOp::Sqrt: return map1<T, T, C>(in, out, [](C x) { return std::sqrt(x); });
+    case UnaryOp::Rsqrt: return map1<T, T, C>(in, out, [](C x) { return C(1) / std::sqrt(x); });
+    case UnaryOp::Abs: return map1<T, T, C>(in, out, [](C x) { return std::abs(x); });
+    case UnaryOp::Sin: return map1<T, T, C>(in, out, [](C x) { return std::sin(x); });
+    case UnaryOp::Cos: return map1<T, T, C>(in, out, [](C x) { return std::cos(x); });
+    case UnaryOp::Tanh: return map1<T, T, C>(in, out, [](C x) { return std::tanh(x); });
+    case UnaryOp::Sigmoid: return map1<T, T, C>(in, out, [](C x) { return sigmoid(x); });
+    case UnaryOp::LogSigmoid: return map1<T, T, C>(in, out, [](C x) { return log_sigmoid(x); });
+    case UnaryOp::Softplus: return map1<T, T, C>(in, out, [](C x) { return softplus(x); });
+    case UnaryOp::Relu: return map1<T, T, C>(in, out, [](C x) { return x > C(0) ? x : C(0); });
+    case UnaryOp::Elu: return map1<T, T, C>(in, out, [a](C x) { return elu(x, a); });
+    case UnaryOp::GeluTanh: return map1<T, T, C>(in, out, [](C x) { return gelu_tanh(x); });
+    case UnaryOp::GeluErf: return map1<T, T, C>(in, out, [](C x) { return gelu_erf(x); });
+    case UnaryOp::Silu: return map1<T, T, C>(in, out, [](C x) { return silu(x); });
+    case UnaryOp::Pow: return map1<T, T, C>(in, out, [a](C x) { return std::pow(x, a); });
+    case UnaryOp::Clamp: return map1<T, T, C>(in, out, [a, b](C x) { return x < a ? a : (x > b ? b : x); });
+    case UnaryOp::Sign: return map1<T, T, C>(in, out, [](C x) { return sign(x); });
+    case UnaryOp::Reciprocal: return map1<T, T, C>(in, out, [](C x) { return C(1) / x; });
+    case UnaryOp::Square: return map1<T, T, C>(in, out, [](C x) { return x * x; });
+    case UnaryOp::Log1p: return map1<T, T, C>(in, out, [](C x) { return std::log1p(x); });
+    case UnaryOp::Expm1: return map1<T, T, C>(in, out, [](C x) { return std::expm1(x); });
+    case UnaryOp::Erf: return map1<T, T, C>(in, out, [](C x) { return std::erf(x); });
+    case UnaryOp::Step: return map1<T, T, C>(in, out, [](C x) { return x > C(0) ? C(1) : C(0); });
+    case UnaryOp::GeluTanhGrad: return map1<T, T, C>(in, out, [](C x) { return gelu_tanh_grad(x); });
+    case UnaryOp::GeluErfGrad: return map1<T, T, C>(in, out, [](C x) { return gelu_erf_grad(x); });
+    case UnaryOp::EluGrad: return map1<T, T, C>(in, out, [a](C x) { return elu_grad(x, a); });
   }
 }
 
 template <class T>
 void arithmetic_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   using namespace scalar;
+  using C = compute_t<T>;
   switch (op) {
-    case BinaryOp::Add: return map2<T, T>(a, b, out, [](T x, T y) { return x + y; });
-    case BinaryOp::Sub: return map2<T, T>(a, b, out, [](T x, T y) { return x - y; });
-    case BinaryOp::Mul: return map2<T, T>(a, b, out, [](T x, T y) { return x * y; });
-    case BinaryOp::Div: return map2<T, T>(a, b, out, [](T x, T y) { return x / y; });
-    case BinaryOp::Pow: return map2<T, T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
-    case BinaryOp::Maximum: return map2<T, T>(a, b, out, [](T x, T y) { return max_nan(x, y); });
-    case BinaryOp::Minimum: return map2<T, T>(a, b, out, [](T x, T y) { return min_nan(x, y); });
+    case BinaryOp::Add: return map2<T, T, C>(a, b, out, [](C x, C y) { return x + y; });
+    case BinaryOp::Sub: return map2<T, T, C>(a, b, out, [](C x, C y) { return x - y; });
+    case BinaryOp::Mul: return map2<T, T, C>(a, b, out, [](C x, C y) { return x * y; });
+    case BinaryOp::Div: return map2<T, T, C>(a, b, out, [](C x, C y) { return x / y; });
+    case BinaryOp::Pow: return map2<T, T, C>(a, b, out, [](C x, C y) { return std::pow(x, y); });
+    case BinaryOp::Maximum: return map2<T, T, C>(a, b, out, [](C x, C y) { return max_nan(x, y); });
+    case BinaryOp::Minimum: return map2<T, T, C>(a, b, out, [](C x, C y) { return min_nan(x, y); });
     default: fail("binary", "not an arithmetic op");
   }
 }
@@ -145,19 +151,20 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) const {
 }
 
 void CpuBackend::unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const {
-  dispatch_floating(in.dtype(), "unary", [&]<class T>() { unary_typed<T>(op, in, out, args); });
+  dispatch_floating_or_bf16(in.dtype(), "unary", [&]<class T>() { unary_typed<T>(op, in, out, args); });
 }
 
 void CpuBackend::unary_grad(UnaryOp derivative, const Tensor& x, const Tensor& dy, const Tensor& out,
                             UnaryArgs args) const {
-  dispatch_floating(x.dtype(), "unary_grad", [&]<class T>() {
+  dispatch_floating_or_bf16(x.dtype(), "unary_grad", [&]<class T>() {
     using namespace scalar;
-    const T a = static_cast<T>(args.a);
+    using C = compute_t<T>;
+    const C a = static_cast<C>(args.a);
     switch (derivative) {
-      case UnaryOp::Step: return map2<T, T>(x, dy, out, [](T x, T g) { return g * (x > T(0) ? T(1) : T(0)); });
-      case UnaryOp::GeluTanhGrad: return map2<T, T>(x, dy, out, [](T x, T g) { return g * gelu_tanh_grad(x); });
-      case UnaryOp::GeluErfGrad: return map2<T, T>(x, dy, out, [](T x, T g) { return g * gelu_erf_grad(x); });
-      case UnaryOp::EluGrad: return map2<T, T>(x, dy, out, [a](T x, T g) { return g * elu_grad(x, a); });
+      case UnaryOp::Step: return map2<T, T, C>(x, dy, out, [](C x, C g) { return g * (x > C(0) ? C(1) : C(0)); });
+      case UnaryOp::GeluTanhGrad: return map2<T, T, C>(x, dy, out, [](C x, C g) { return g * gelu_tanh_grad(x); });
+      case UnaryOp::GeluErfGrad: return map2<T, T, C>(x, dy, out, [](C x, C g) { return g * gelu_erf_grad(x); });
+      case UnaryOp::EluGrad: return map2<T, T, C>(x, dy, out, [a](C x, C g) { return g * elu_grad(x, a); });
       default: fail("unary_grad", "op ", static_cast<int>(derivative), " is not a derivative helper");
     }
   });
@@ -173,7 +180,7 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
     dispatch_all(a.dtype(), [&]<class T>() { compare_typed<T>(op, a, b, out); });
     return;
   }
-  dispatch_floating(a.dtype(), "binary", [&]<class T>() { arithmetic_typed<T>(op, a, b, out); });
+  dispatch_floating_or_bf16(a.dtype(), "binary", [&]<class T>() { arithmetic_typed<T>(op, a, b, out); });
 }
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) const {

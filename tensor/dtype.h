@@ -2,8 +2,9 @@
 // Element types. Float64 exists so gradients can be checked numerically to 1e-8; Int64 holds
 // indices (embedding ids, targets, gather positions); Bool holds masks (where, masked_fill, tril).
 // BFloat16 (tensor/bfloat16.h) is the half-size float of mixed precision: it is stored, converted,
-// copied, compared, gathered, printed, saved, reduced and multiplied (matmul); the other math
-// kernels take float32 and float64 and name bfloat16 in their error.
+// copied, compared, gathered, printed, saved, reduced, multiplied (matmul) and taken by the
+// elementwise math (unary, binary, their derivatives), each element computed in float32 and
+// rounded once; the other math kernels take float32 and float64 and name bfloat16 in their error.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -64,6 +65,18 @@ decltype(auto) dispatch_floating(DType t, const char* op, Fn&& fn) {
       fail(op, "has no bfloat16 kernel: it takes float32 or float64 (convert with .to(kFloat32))");
     default: fail(op, "expected a floating dtype (float32 or float64), got ", dtype_name(t));
   }
+}
+
+// The type a kernel computes an element of T in: float for bfloat16 (widened exactly, the result
+// rounded once when stored), T itself otherwise.
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
+
+// dispatch_floating for the kernels that also take bfloat16, computing in compute_t<T>.
+template <class Fn>
+decltype(auto) dispatch_floating_or_bf16(DType t, const char* op, Fn&& fn) {
+  if (t == DType::BFloat16) return fn.template operator()<bfloat16>();
+  return dispatch_floating(t, op, fn);
 }
 
 // Like dispatch_floating, for ops defined on every dtype (copy, fill, where, comparisons, gather).

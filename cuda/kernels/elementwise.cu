@@ -4,7 +4,8 @@
 // index and its offsets in every operand, so any strided or broadcast view works. The op is
 // a switch inside the functor, the same branch for every thread: it costs little and keeps nvcc
 // from compiling one kernel per op and dtype. The scalar formulas are the CPU's
-// (tensor/scalar_math.h), so both backends compute the same function.
+// (tensor/scalar_math.h), so both backends compute the same function. unary, unary_grad and binary
+// take bfloat16 too, computing in float32 (compute_t) and rounding once.
 #include <algorithm>
 #include <cstdint>
 
@@ -20,16 +21,19 @@ namespace linea::cuda {
 namespace {
 
 // out = value(in_0[at], ..., in_{N-1}[at]) at every place: the strided form, for for_each_element.
+// value computes in compute_t<T>: bfloat16 elements are widened to float and the result rounded
+// once as it is stored.
 template <class T, int N, class Value>
 struct MapFn {
+  using C = compute_t<T>;
   const T* in[N];
   T* out;
   Value value;
   __device__ void operator()(int64_t, const int64_t (&o)[N + 1]) const {
-    T x[N];
+    C x[N];
 #pragma unroll
-    for (int k = 0; k < N; ++k) x[k] = in[k][o[k + 1]];
-    out[o[0]] = value(x);
+    for (int k = 0; k < N; ++k) x[k] = static_cast<C>(in[k][o[k + 1]]);
+    out[o[0]] = static_cast<T>(value(x));
   }
 };
 
@@ -39,6 +43,7 @@ struct MapFn {
 // elements go one per thread.
 template <class T, int N, class Value>
 __global__ void contiguous_map_kernel(int64_t n, MapFn<T, N, Value> f) {
+  using C = typename MapFn<T, N, Value>::C;
   constexpr int V = 16 / sizeof(T);
   struct alignas(16) Pack {
     T v[V];
@@ -50,19 +55,19 @@ __global__ void contiguous_map_kernel(int64_t n, MapFn<T, N, Value> f) {
     for (int k = 0; k < N; ++k) x[k] = reinterpret_cast<const Pack*>(f.in[k])[p];
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      T args[N];
+      C args[N];
 #pragma unroll
-      for (int k = 0; k < N; ++k) args[k] = x[k].v[e];
-      y.v[e] = f.value(args);
+      for (int k = 0; k < N; ++k) args[k] = static_cast<C>(x[k].v[e]);
+      y.v[e] = static_cast<T>(f.value(args));
     }
     reinterpret_cast<Pack*>(f.out)[p] = y;
   }
   const int64_t tail = packs * V + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tail < n) {
-    T args[N];
+    C args[N];
 #pragma unroll
-    for (int k = 0; k < N; ++k) args[k] = f.in[k][tail];
-    f.out[tail] = f.value(args);
+    for (int k = 0; k < N; ++k) args[k] = static_cast<C>(f.in[k][tail]);
+    f.out[tail] = static_cast<T>(f.value(args));
   }
 }
 
@@ -368,8 +373,9 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) const {
 }
 
 void CudaBackend::unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) const {
-  dispatch_floating(in.dtype(), "unary", [&]<class T>() {
-    map_elements<T, 1>("unary", device_, out, {&in}, UnaryValue<T>{op, static_cast<T>(args.a), static_cast<T>(args.b)});
+  dispatch_floating_or_bf16(in.dtype(), "unary", [&]<class T>() {
+    using C = compute_t<T>;
+    map_elements<T, 1>("unary", device_, out, {&in}, UnaryValue<C>{op, static_cast<C>(args.a), static_cast<C>(args.b)});
   });
 }
 
@@ -378,8 +384,9 @@ void CudaBackend::unary_grad(UnaryOp derivative, const Tensor& x, const Tensor& 
   const bool helper = derivative == UnaryOp::Step || derivative == UnaryOp::GeluTanhGrad ||
                       derivative == UnaryOp::GeluErfGrad || derivative == UnaryOp::EluGrad;
   if (!helper) fail("unary_grad", "op ", static_cast<int>(derivative), " is not a derivative helper");
-  dispatch_floating(x.dtype(), "unary_grad", [&]<class T>() {
-    map_elements<T, 2>("unary_grad", device_, out, {&x, &dy}, UnaryGradValue<T>{derivative, static_cast<T>(args.a)});
+  dispatch_floating_or_bf16(x.dtype(), "unary_grad", [&]<class T>() {
+    using C = compute_t<T>;
+    map_elements<T, 2>("unary_grad", device_, out, {&x, &dy}, UnaryGradValue<C>{derivative, static_cast<C>(args.a)});
   });
 }
 
@@ -394,7 +401,9 @@ void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Te
                           CompareFn<T>{a.data<T>(), b.data<T>(), out.data<bool>(), op});
     });
   } else {
-    dispatch_floating(a.dtype(), "binary", [&]<class T>() { map_elements<T, 2>("binary", device_, out, {&a, &b}, ArithmeticValue<T>{op}); });
+    dispatch_floating_or_bf16(a.dtype(), "binary", [&]<class T>() {
+      map_elements<T, 2>("binary", device_, out, {&a, &b}, ArithmeticValue<compute_t<T>>{op});
+    });
   }
 }
 

@@ -1,14 +1,17 @@
 // bfloat16 on the GPU against the CPU: conversions bit for bit (float32 and float64 sources with
 // values at and around rounding ties, the special values, subnormals), the kernels written for
-// every dtype (fill, comparisons, where, gather, strided copies), the reductions, and the bfloat16
+// every dtype (fill, comparisons, where, gather, strided copies), the reductions, the elementwise
+// math (unary and binary ops, the activations' fused gradients), and the bfloat16
 // GEMM on cuBLAS held to the error bound of float32 accumulation at awkward sizes, batched, with
 // stored transposes, and with the gradient through to().
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "tests/cuda/parity.h"
 #include "tests/tensor/bf16_matmul_bound.h"
+#include "tests/tensor/bf16_unary_cases.h"
 
 namespace linea::testing {
 namespace {
@@ -50,6 +53,51 @@ TEST(CudaBFloat16, ConversionsMatchTheCpuBitForBit) {
   EXPECT_TRUE(same_values(contiguous(transpose(on_gpu(m), 0, 1)), contiguous(transpose(m, 0, 1))));
   const Tensor ints = arange(-300, 300);
   EXPECT_TRUE(same_values(to(on_gpu(ints), kBFloat16), to(ints, kBFloat16)));
+}
+
+// The elementwise math on bfloat16 computes in float32 on both devices and rounds once. CUDA's
+// float32 functions (expf, tanhf, erff, ...) may differ from glibc's in the last place, which
+// can move the rounding to bfloat16 by one unit: at most a unit apart, 2^-7 of the value. The
+// packed path (contiguous, 16-byte aligned, 1015 elements: a tail past whole packs of 8) and the
+// strided one (a transposed view).
+TEST(CudaBFloat16, ElementwiseMathMatchesTheCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  const double unit = std::ldexp(1.0, -7);
+  const Tensor normal = to(random_normal({5, 203}, kFloat32, seed) * 2.0, kBFloat16);
+  const Tensor positive = to(abs(random_normal({5, 203}, kFloat32, seed + 1)) + 0.05, kBFloat16);
+  const Tensor dy = to(random_normal({5, 203}, kFloat32, seed + 2), kBFloat16);
+  for (const UnaryCase& c : bf16_unary_cases()) {
+    const Tensor x = c.positive ? positive : normal;
+    for (const bool strided : {false, true}) {
+      const auto view = [&](const Tensor& t) { return strided ? transpose(t, 0, 1) : t; };
+      const Tensor on_device = c.f(view(on_gpu(x)));
+      EXPECT_EQ(on_device.dtype(), kBFloat16) << c.name;
+      EXPECT_TRUE(matches_cpu(on_device, c.f(view(x)), unit, 0)) << c.name << (strided ? " strided" : "");
+    }
+    // The backward of the activations with a fused derivative kernel (dy f'(x) from x, one
+    // rounding) and of the ops whose derivative is exact arithmetic. (The others' backward reuses
+    // a forward value that may already be a unit apart, and 1 - tanh^2 near 1 makes that any
+    // relative amount.)
+    const std::string name = c.name;
+    if (name != "relu" && name != "elu" && name != "gelu" && name != "gelu_tanh" && name != "square" &&
+        name != "abs" && name != "clamp")
+      continue;
+    const Tensor leaf = clone(x).requires_grad_(), device_leaf = on_gpu(x).requires_grad_();
+    const Tensor g = grad(c.f(device_leaf), {device_leaf}, on_gpu(dy))[0];
+    EXPECT_TRUE(matches_cpu(g, grad(c.f(leaf), {leaf}, dy)[0], unit, 0)) << c.name << " gradient";
+  }
+  const Tensor row = to(random_normal({203}, kFloat32, seed + 3), kBFloat16);
+  for (const Tensor& b : {positive, row}) {
+    const Tensor ga = on_gpu(normal), gb = on_gpu(b);
+    EXPECT_TRUE(matches_cpu(ga + gb, normal + b, unit, 0));
+    EXPECT_TRUE(matches_cpu(ga - gb, normal - b, unit, 0));
+    EXPECT_TRUE(matches_cpu(ga * gb, normal * b, unit, 0));
+    EXPECT_TRUE(matches_cpu(ga / gb, normal / b, unit, 0));
+    EXPECT_TRUE(matches_cpu(pow(abs(ga) + 0.5, gb), pow(abs(normal) + 0.5, b), unit, 0));
+    EXPECT_TRUE(same_values(maximum(ga, gb), maximum(normal, b)));
+    EXPECT_TRUE(same_values(minimum(ga, gb), minimum(normal, b)));
+  }
 }
 
 TEST(CudaBFloat16, FillComparisonsWhereGatherAndReductions) {

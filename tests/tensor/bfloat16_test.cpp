@@ -3,16 +3,23 @@
 // every bfloat16 bit pattern and on fresh random floats and doubles, with the cases that break a
 // naive double -> float -> bfloat16 chain (double rounding); the special values; and the tensor
 // ops that take it: conversion both ways with its gradient, fill, comparisons, where, gather,
-// index_select, the reductions (in float32, rounded once) and matmul, held to a bound derived from
-// bfloat16's and float32's rounding; printing; and a clear error from the kernels without it.
+// index_select, the reductions and the elementwise math (in float32, rounded once: exactly the
+// float32 result rounded) and matmul, held to a bound derived from bfloat16's and float32's
+// rounding; printing; and a clear error from the kernels without it.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/tensor/bf16_matmul_bound.h"
+#include "tests/tensor/bf16_unary_cases.h"
 #include "tests/test_util.h"
 
 namespace linea::testing {
@@ -211,11 +218,60 @@ TEST(BFloat16Tensor, PrintsItsValuesAndDtype) {
   EXPECT_NE(os.str().find("0.1001"), std::string::npos) << os.str();  // 0.1 rounds to 0.10009765625
 }
 
+// The elementwise math on bfloat16 computes each element in float32 with the float32 kernel's
+// formula and rounds once, so its result is exactly the float32 op's on the widened inputs,
+// rounded: every unary op on its domain, the activations' fused gradients, and the binary ops
+// with a broadcast operand and with a scalar, on contiguous tensors of whole and partial 16-byte
+// packs and on strided views.
+TEST(BFloat16Tensor, ElementwiseMathComputesInFloat32AndRoundsOnce) {
+  Generator gen(std::random_device{}());
+  const Tensor normal = to(randn({7, 33}, kFloat32, &gen) * 2.0, kBFloat16);
+  const Tensor positive = to(uniform({7, 33}, 0.05, 4.0, kFloat32, &gen), kBFloat16);
+  auto rounded = [](const Tensor& wide) { return to(wide, kBFloat16); };
+  auto views = [](const Tensor& t) { return std::vector<Tensor>{t, transpose(t, 0, 1), narrow(t, 1, 3, 17)}; };
+  for (const UnaryCase& c : bf16_unary_cases())
+    for (const Tensor& x : views(c.positive ? positive : normal)) {
+      const Tensor got = c.f(x);
+      EXPECT_EQ(got.dtype(), kBFloat16) << c.name;
+      EXPECT_TRUE(all_close(got, rounded(c.f(to(x, kFloat32))), 0, 0)) << c.name << " " << x.describe();
+    }
+  // The activations whose backward is one fused kernel, dy * f'(x): that kernel's float32 value
+  // rounded once.
+  const Tensor dy = to(randn({7, 33}, kFloat32, &gen), kBFloat16);
+  const std::vector<UnaryCase> cases = bf16_unary_cases();
+  for (const char* name : {"relu", "elu", "gelu", "gelu_tanh"}) {
+    const auto& c = *std::find_if(cases.begin(), cases.end(), [&](const UnaryCase& u) { return std::string(u.name) == name; });
+    const Tensor x = clone(normal).requires_grad_(), wide = to(normal, kFloat32).requires_grad_();
+    const Tensor g = grad(c.f(x), {x}, dy)[0];
+    EXPECT_EQ(g.dtype(), kBFloat16) << name;
+    EXPECT_TRUE(all_close(g, rounded(grad(c.f(wide), {wide}, to(dy, kFloat32))[0]), 0, 0)) << name << " gradient";
+  }
+  const Tensor row = to(randn({33}, kFloat32, &gen), kBFloat16);
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>>> binary = {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }},  // of the positive tensor
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }}};
+  for (const auto& [name, f] : binary) {
+    const Tensor& a = std::string(name) == "pow" ? positive : normal;
+    for (const Tensor& b : {positive, row}) {
+      const Tensor got = f(a, b);
+      EXPECT_EQ(got.dtype(), kBFloat16) << name;
+      EXPECT_TRUE(all_close(got, rounded(f(to(a, kFloat32), to(b, kFloat32))), 0, 0)) << name << " " << b.describe();
+    }
+  }
+  // A scalar joins as a 0-dim bfloat16 (exact here: 0.75 and 3 are bfloat16 values).
+  const Tensor scaled = rounded(to(normal, kFloat32) * 0.75);
+  EXPECT_TRUE(all_close(normal * 0.75 + 3.0, rounded(to(scaled, kFloat32) + 3.0), 0, 0));
+}
+
 TEST(BFloat16Tensor, KernelsWithoutItSayWhatToDo) {
-  const Tensor a = to(randn({4}, kFloat32), kBFloat16);
-  EXPECT_LINEA_ERROR(exp(a), "bfloat16", "float32");
-  EXPECT_LINEA_ERROR(a + a, "bfloat16");
-  EXPECT_LINEA_ERROR(softmax(to(randn({2, 4}, kFloat32), kBFloat16), -1), "bfloat16");
+  const Tensor a = to(randn({2, 4}, kFloat32), kBFloat16);
+  EXPECT_LINEA_ERROR(softmax(a, -1), "bfloat16", "float32");
+  EXPECT_LINEA_ERROR(log_softmax(a, -1), "bfloat16");
 }
 
 }  // namespace
