@@ -148,6 +148,18 @@ Tensor SoftmaxAttention::project_heads(const Linear& proj, const Tensor& x, int6
   return heads_of(proj.forward(x), heads, offset, rotate);
 }
 
+SoftmaxAttention::QKRows SoftmaxAttention::project_qk(const Tensor& x, int64_t queries) {
+  const int64_t first_query = x.size(1) - queries;
+  if (!rope_) return {q_proj->forward(narrow(x, 1, first_query, queries)), k_proj->forward(x)};
+  // One product for both (nn/layers/stacked_projection.h): one launch instead of two, which a
+  // short prompt, bound by the host's launches, gains from. q comes for every token; the last
+  // `queries` are kept. Only with RoPE, which writes q and k anew, so that the cache keeps nothing
+  // of the stacked product: v stays a product of its own, or the cache would hold a view of the
+  // stack (or a copy of it, a launch back).
+  const std::vector<Tensor> qk = qk_projections_.forward({{q_proj.get(), true}, {k_proj.get(), true}}, x);
+  return {narrow(qk[0], 1, first_query, queries), qk[1]};
+}
+
 Tensor SoftmaxAttention::heads_of(const Tensor& y, int64_t heads, int64_t offset, bool rotate) const {
   Tensor h = transpose(reshape(y, {y.size(0), y.size(1), heads, config_.head_dim}), 1, 2);
   return rotate && rope_ ? rope_->forward(h, offset) : h;
@@ -185,6 +197,9 @@ Tensor SoftmaxAttention::attend_composite(const Tensor& q, const Tensor& k, cons
 
 Tensor SoftmaxAttention::forward(const Tensor& x) {
   check_sequence_input(x, config_.d_model, "SoftmaxAttention");
+  // Three products, not one stacked product: measured on an H100 (docs/benchmarks.md, nineteenth
+  // session), q, k and v stacked made the training step 2% faster but its peak memory 9% higher
+  // (attention keeps v, a view that holds the whole stack), and q and k alone gained nothing.
   const Tensor q = project_heads(*q_proj, x, config_.heads, 0, true);
   const Tensor k = project_heads(*k_proj, x, config_.kv_heads, 0, true);
   const Tensor v = project_heads(*v_proj, x, config_.kv_heads, 0, false);
@@ -282,19 +297,8 @@ Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, in
   const int64_t position = cache.position, tokens = position + x.size(1);
   const int64_t columns = columns_for(cache, tokens, config_.window);
   const int64_t first_query = x.size(1) - queries;
-  Tensor q_rows, k_rows;  // (B, queries, H dh), (B, T, KV dh)
-  if (rope_) {
-    // q and k as one product, one launch instead of two (q for every token, the last `queries`
-    // kept). Only with RoPE: the rotation makes k anew, where a k left a view of the stacked
-    // product would be copied out of it for the cache below, a launch back.
-    const std::vector<Tensor> qk = prompt_projections_.forward({{q_proj.get(), true}, {k_proj.get(), true}}, x);
-    q_rows = narrow(qk[0], 1, first_query, queries);
-    k_rows = qk[1];
-  } else {
-    q_rows = q_proj->forward(narrow(x, 1, first_query, queries));
-    k_rows = k_proj->forward(x);
-  }
-  const Tensor q = heads_of(q_rows, config_.heads, position + first_query, true);
+  const QKRows qk = project_qk(x, queries);
+  const Tensor q = heads_of(qk.q, config_.heads, position + first_query, true);
   // The keys seen so far in position order, then the prompt's: the queries are the last ones of
   // them, as attend() expects. A cache that has seen nothing adds nothing: the prompt's keys are
   // used as they come (a cat would copy them once more, the whole prompt's keys and values).
@@ -302,7 +306,7 @@ Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, in
   const auto after_cache = [&](const Tensor& buffer, const Tensor& prompt) {
     return position == 0 ? prompt : cat({in_position_order(buffer, position), prompt}, 2);
   };
-  const Tensor k = after_cache(cache.k, heads_of(k_rows, kv, position, true));
+  const Tensor k = after_cache(cache.k, heads_of(qk.k, kv, position, true));
   const Tensor v = after_cache(cache.v, project_heads(*v_proj, x, kv, position, false));
   const Tensor out = attend(q, k, v);
   const Tensor new_k = ring_layout(k, tokens, columns), new_v = ring_layout(v, tokens, columns);

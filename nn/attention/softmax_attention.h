@@ -77,6 +77,12 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor project_heads(const Linear& proj, const Tensor& x, int64_t heads, int64_t offset, bool rotate) const;
   // The same for a projection already made, y (B, T, heads dh).
   Tensor heads_of(const Tensor& y, int64_t heads, int64_t offset, bool rotate) const;
+  // A prefill's q projection of x's last `queries` tokens, (B, queries, H dh), and k projection
+  // of all of them, (B, T, KV dh); with RoPE as one product.
+  struct QKRows {
+    Tensor q, k;
+  };
+  QKRows project_qk(const Tensor& x, int64_t queries);
   // q (B, H, Tq, dh), k/v (B, KV, Tk, dh), the queries being the last Tq of the Tk positions
   // -> (B, Tq, H*dh), through the fused kernel or the composite path (see the top of this file).
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) const;
@@ -94,8 +100,8 @@ class SoftmaxAttention : public SequenceMixer {
 
   SoftmaxAttentionConfig config_;
   std::shared_ptr<RoPE> rope_;
-  StackedProjection step_projections_;    // the decoding step's q, k and v as one product
-  StackedProjection prompt_projections_;  // a prefill's q and k as one product (with RoPE)
+  StackedProjection step_projections_;  // the decoding step's q, k and v as one product
+  StackedProjection qk_projections_;    // a prefill's q and k as one product (with RoPE)
 };
 
 }  // namespace linea::nn
