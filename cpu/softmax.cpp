@@ -2,6 +2,7 @@
 // double; the max is subtracted before exp so nothing overflows. exp itself runs in the element
 // type: float32's expf is within an ulp and several times cheaper than a double exp, and over a
 // language model's logits (tokens x vocabulary) these exps are a large share of a training step.
+// Softmax takes bfloat16 too, computing in float32 (compute_t) and rounding once as it stores.
 #include <cmath>
 #include <limits>
 
@@ -24,26 +25,28 @@ void for_each_line(const Shape& shape, int64_t dim, F f) {
                });
 }
 
-template <class T>
-T line_max(const T* x, int64_t stride, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j * stride]);
+// The line's max in the compute type C (compute_t: float for bfloat16).
+template <class T, class C = compute_t<T>>
+C line_max(const T* x, int64_t stride, int64_t n) {
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<C>(x[j * stride]));
   return m;
 }
 
-// exp(x - shift) in the element type.
-template <class T>
-T exp_shifted(T x, T shift) {
+// exp(x - shift) in the compute type.
+template <class C>
+C exp_shifted(C x, C shift) {
   return std::exp(x - shift);
 }
 
 // log sum_j exp(x_j), stable; -inf for a line of all -inf (a fully masked row).
 template <class T>
 double line_logsumexp(const T* x, int64_t stride, int64_t n) {
-  const T m = line_max(x, stride, n);
+  using C = compute_t<T>;
+  const C m = line_max(x, stride, n);
   if (!std::isfinite(m)) return m;
   double sum = 0;
-  for (int64_t j = 0; j < n; ++j) sum += exp_shifted(x[j * stride], m);
+  for (int64_t j = 0; j < n; ++j) sum += exp_shifted(static_cast<C>(x[j * stride]), m);
   return m + std::log(sum);
 }
 
@@ -51,14 +54,15 @@ double line_logsumexp(const T* x, int64_t stride, int64_t n) {
 
 void CpuBackend::softmax(const Tensor& x_, int64_t dim, bool log, const Tensor& y) const {
   const Tensor x = contiguous_copy(x_);
-  dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
+  dispatch_floating_or_bf16(x.dtype(), "softmax", [&]<class T>() {
+    using C = compute_t<T>;
     const T* in = x.data<T>();
     T* out = y.data<T>();
     for_each_line(x.shape(), dim, [&](int64_t base, int64_t stride, int64_t n) {
       const double lse = line_logsumexp(in + base, stride, n);
       for (int64_t j = 0; j < n; ++j) {
-        const double z = static_cast<double>(in[base + j * stride]) - lse;
-        out[base + j * stride] = log ? static_cast<T>(z) : std::exp(static_cast<T>(z));
+        const double z = static_cast<double>(static_cast<C>(in[base + j * stride])) - lse;
+        out[base + j * stride] = log ? static_cast<T>(z) : static_cast<T>(std::exp(static_cast<C>(z)));
       }
     });
   });
@@ -67,7 +71,8 @@ void CpuBackend::softmax(const Tensor& x_, int64_t dim, bool log, const Tensor& 
 void CpuBackend::softmax_backward(const Tensor& y_, const Tensor& dy_, int64_t dim, bool log,
                                   const Tensor& dx) const {
   const Tensor y = contiguous_copy(y_), dy = contiguous_copy(dy_);
-  dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+  dispatch_floating_or_bf16(y.dtype(), "softmax_backward", [&]<class T>() {
+    using C = compute_t<T>;
     const T* py = y.data<T>();
     const T* pdy = dy.data<T>();
     T* pdx = dx.data<T>();
@@ -75,11 +80,13 @@ void CpuBackend::softmax_backward(const Tensor& y_, const Tensor& dy_, int64_t d
       double dot = 0;  // sum(dy * y) for softmax, sum(dy) for log_softmax
       for (int64_t j = 0; j < n; ++j) {
         const int64_t at = base + j * stride;
-        dot += log ? static_cast<double>(pdy[at]) : static_cast<double>(pdy[at]) * py[at];
+        const double g = static_cast<C>(pdy[at]);
+        dot += log ? g : g * static_cast<C>(py[at]);
       }
       for (int64_t j = 0; j < n; ++j) {
         const int64_t at = base + j * stride;
-        pdx[at] = static_cast<T>(log ? pdy[at] - std::exp(py[at]) * dot : py[at] * (pdy[at] - dot));
+        const C yv = static_cast<C>(py[at]), g = static_cast<C>(pdy[at]);
+        pdx[at] = static_cast<T>(log ? g - std::exp(yv) * dot : yv * (g - dot));
       }
     });
   });

@@ -103,6 +103,28 @@ TEST(CudaBFloat16, ElementwiseMathMatchesTheCpu) {
   }
 }
 
+// Softmax and log-softmax on bfloat16, along the last dim (rows) and a leading one (lines):
+// within a unit of the CPU forward (the GPU's log-sum-exp in float32, the CPU's in double, move a
+// rounding by at most one unit); the backward within two units plus what float32's sum(dy y) over
+// a row of n = 203 can lose where dy - sum cancels, n 2^-24 sum|dy y| <= 2e-5 here.
+TEST(CudaBFloat16, SoftmaxMatchesTheCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  const double unit = std::ldexp(1.0, -7);
+  const Tensor x = to(random_normal({9, 203}, kFloat32, seed) * 3.0, kBFloat16);
+  const Tensor dy = to(random_normal({9, 203}, kFloat32, seed + 1), kBFloat16);
+  for (const int64_t dim : {-1, 0})
+    for (const bool log : {false, true}) {
+      auto f = [&](const Tensor& t) { return log ? log_softmax(t, dim) : softmax(t, dim); };
+      const std::string what = std::string(log ? "log_softmax" : "softmax") + " dim " + std::to_string(dim);
+      EXPECT_TRUE(matches_cpu(f(on_gpu(x)), f(x), unit, 1e-30)) << what;
+      const Tensor leaf = clone(x).requires_grad_(), device_leaf = on_gpu(x).requires_grad_();
+      EXPECT_TRUE(matches_cpu(grad(f(device_leaf), {device_leaf}, on_gpu(dy))[0], grad(f(leaf), {leaf}, dy)[0],
+                              2 * unit, 2e-5))
+          << what << " gradient";
+    }
+}
+
 TEST(CudaBFloat16, FillComparisonsWhereGatherAndReductions) {
   LINEA_SKIP_WITHOUT_CUDA();
   const uint64_t seed = std::random_device{}();

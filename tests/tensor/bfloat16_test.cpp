@@ -268,10 +268,35 @@ TEST(BFloat16Tensor, ElementwiseMathComputesInFloat32AndRoundsOnce) {
   EXPECT_TRUE(all_close(normal * 0.75 + 3.0, rounded(to(scaled, kFloat32) + 3.0), 0, 0));
 }
 
+// Softmax and log-softmax on bfloat16 compute as the float32 kernel does on the widened input and
+// round once, so the forward is the float32 result rounded (log-softmax's double, rounded straight
+// to bfloat16, may differ by one unit from its float32 rounded again); the backward, from the
+// rounded y, stays within two units of the float32 gradient, plus 2^-8 of the row's largest
+// gradient where dy - sum(dy y) cancels. Along the last dim and along a leading one.
+TEST(BFloat16Tensor, SoftmaxComputesInFloat32AndRoundsOnce) {
+  Generator gen(std::random_device{}());
+  const Tensor x = to(randn({6, 37}, kFloat32, &gen) * 3.0, kBFloat16);
+  const Tensor dy = to(randn({6, 37}, kFloat32, &gen), kBFloat16);
+  const double unit = std::ldexp(1.0, -7);
+  for (const int64_t dim : {-1, 0})
+    for (const bool log : {false, true}) {
+      auto f = [&](const Tensor& t) { return log ? log_softmax(t, dim) : softmax(t, dim); };
+      const std::string what = std::string(log ? "log_softmax" : "softmax") + " dim " + std::to_string(dim);
+      const Tensor y = f(x);
+      EXPECT_EQ(y.dtype(), kBFloat16) << what;
+      EXPECT_TRUE(all_close(y, to(f(to(x, kFloat32)), kBFloat16), log ? unit : 0, 0)) << what;
+      const Tensor leaf = clone(x).requires_grad_(), wide = to(x, kFloat32).requires_grad_();
+      const Tensor g = grad(f(leaf), {leaf}, dy)[0], g32 = grad(f(wide), {wide}, to(dy, kFloat32))[0];
+      EXPECT_EQ(g.dtype(), kBFloat16) << what;
+      const double scale = amax(abs(g32)).item();
+      EXPECT_TRUE(all_close(g, g32, 2 * unit, scale * std::ldexp(1.0, -8))) << what << " gradient";
+    }
+}
+
 TEST(BFloat16Tensor, KernelsWithoutItSayWhatToDo) {
   const Tensor a = to(randn({2, 4}, kFloat32), kBFloat16);
-  EXPECT_LINEA_ERROR(softmax(a, -1), "bfloat16", "float32");
-  EXPECT_LINEA_ERROR(log_softmax(a, -1), "bfloat16");
+  EXPECT_LINEA_ERROR(cross_entropy(a, zeros({2}, kInt64)), "bfloat16", "float32");
+  EXPECT_LINEA_ERROR(rms_norm(a, to(ones({4}, kFloat32), kBFloat16)), "bfloat16");
 }
 
 }  // namespace
