@@ -1,7 +1,8 @@
 #pragma once
-// The unary ops that take bfloat16, as a user calls them, each with the inputs it is defined on:
-// the CPU's test of their float32 math rounded once (tests/tensor/bfloat16_test.cpp) and the
-// GPU's parity with it (tests/cuda/bfloat16_test.cpp) go through the same list.
+// What the CPU's tests of the bfloat16 math (tests/tensor/bfloat16_test.cpp) and the GPU's parity
+// with it (tests/cuda/bfloat16_test.cpp) share: the unary ops that take bfloat16, as a user calls
+// them, each with the inputs it is defined on; and the bound on softmax's bfloat16 gradient.
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -39,6 +40,39 @@ inline std::vector<UnaryCase> bf16_unary_cases() {
           {"log1p", [](const Tensor& t) { return log1p(t); }, true},
           {"expm1", [](const Tensor& t) { return expm1(t); }},
           {"sign", [](const Tensor& t) { return sign(t); }}};
+}
+
+// How far the gradient of (log_)softmax computed in bfloat16 may lie from the exact one, per
+// element, for x and dy (bfloat16) along dim: the backward reads the forward's y rounded to
+// bfloat16, and the gradient's cancellations magnify that rounding (u = 2^-8, the largest relative
+// rounding error; the bound takes 2u for float32's own errors on top):
+//   softmax      dx = y (dy - sum dy y): y' = y (1 + d), |d| <= u, so |dx' - dx| <=
+//                u y |dy - sum dy y| + u y sum |dy| y, and the result's rounding u |dx|;
+//   log_softmax  dx = dy - e^y sum dy: y' = y + e, |e| <= u |y|, so |dx' - dx| <=
+//                e^y |sum dy| (e^(u |y|) - 1), and u |dx|.
+// In float64, on the CPU.
+inline Tensor bf16_softmax_gradient_bound(const Tensor& x, const Tensor& dy, int64_t dim, bool log) {
+  const double u = std::ldexp(1.0, -8), margin = 2.0;
+  const Tensor x64 = to(to(x, kCPU), kFloat64), g = to(to(dy, kCPU), kFloat64);
+  if (log) {
+    const Tensor y = log_softmax(x64, dim);
+    const Tensor dx = g - exp(y) * sum(g, {dim}, true);
+    return margin * (exp(y) * abs(sum(g, {dim}, true)) * expm1(abs(y) * u) + u * abs(dx)) + 1e-30;
+  }
+  const Tensor y = softmax(x64, dim);
+  const Tensor dot = sum(g * y, {dim}, true);
+  const Tensor dx = y * (g - dot);
+  return margin * (u * y * (abs(g - dot) + sum(abs(g) * y, {dim}, true)) + u * abs(dx)) + 1e-30;
+}
+
+// |actual - expected| <= bound elementwise (all three of one shape).
+inline ::testing::AssertionResult within_bound(const Tensor& actual, const Tensor& expected, const Tensor& bound) {
+  const auto a = to(to(actual, kCPU), kFloat64).to_vector<double>(), e = to(to(expected, kCPU), kFloat64).to_vector<double>();
+  const auto b = bound.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::abs(a[i] - e[i]) <= b[i]))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << e[i] << ", bound " << b[i];
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace linea::testing
