@@ -11,7 +11,7 @@
 
 #include "tests/cuda/parity.h"
 #include "tests/tensor/bf16_matmul_bound.h"
-#include "tests/tensor/bf16_unary_cases.h"
+#include "tests/tensor/bf16_cases.h"
 
 namespace linea::testing {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "tests/tensor/bf16_matmul_bound.h"
-#include "tests/tensor/bf16_unary_cases.h"
+#include "tests/tensor/bf16_cases.h"
 #include "tests/test_util.h"
 
 namespace linea::testing {
