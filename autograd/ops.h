@@ -162,12 +162,17 @@ Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 enum class Reduction { Mean, Sum, None };
 // logits (..., C), targets (...) Int64. Mean averages over the targets that are not ignore_index.
+// bfloat16 logits give a float32 loss (the log-sum-exp in float32); their gradient is bfloat16.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::Mean);
 
 // ---- normalization over the last dim; weight and bias (C) may be undefined ----
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+// y has x's dtype, or out_dtype: bfloat16 from float32 x hands a float32 residual stream to
+// bfloat16 products in the same pass. bfloat16 x or y: the statistics and the math are float32,
+// and a bfloat16 weight or bias is widened to float32 (its gradient flows back through the cast).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
+                  std::optional<DType> out_dtype = {});
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6, std::optional<DType> out_dtype = {});
 
 // ---- attention ----
 // Causal softmax attention through the fused kernel (FlashAttention-style on CUDA: no T x T
@@ -177,7 +182,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // (query head h reads K/V head h / (H / KV)) and Tq <= Tk: the queries are the LAST Tq positions
 // (Tq = 1 with a KV cache is decoding), so query row i sits at position Tk - Tq + i and sees key
 // positions s <= Tk - Tq + i, and with window W > 0 only the last W of them. -> (B, H, Tq, dh).
-// Its backward is a fused kernel too (not differentiable again).
+// Its backward is a fused kernel too (not differentiable again). bfloat16 q, k, v compute in
+// float32 (on CUDA, the TF32 tensor-core kernels, which hold bfloat16 exactly) and round the
+// output and the gradients once.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window = 0,
                                     std::optional<double> scale = {});
 

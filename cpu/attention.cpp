@@ -1,12 +1,14 @@
 // Causal softmax attention, the plain CPU kernel: the oracle the CUDA FlashAttention kernel is
 // tested against. One query row at a time with an online softmax, so no T x T matrix exists;
-// scores and sums in double.
+// scores and sums in double. bfloat16 runs the float32 kernel on the widened inputs and rounds the
+// outputs once (tensor/widen.h); lse is then float32.
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
 #include "cpu/parallel.h"
+#include "tensor/widen.h"
 
 namespace linea::cpu {
 
@@ -49,6 +51,12 @@ double dot(const T* a, const T* b, int64_t n) {
 
 void CpuBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_, double scale, int64_t window,
                            const Tensor& out_, const Tensor& lse) const {
+  if (q_.dtype() == kBFloat16) {
+    const Tensor out = float32_result(out_);
+    attention(widened(*this, q_), widened(*this, k_), widened(*this, v_), scale, window, out, lse);
+    narrow_into(*this, out, out_);
+    return;
+  }
   const Tensor q = contiguous_copy(q_), k = contiguous_copy(k_), v = contiguous_copy(v_);
   const RowsOut out_rows(*this, out_);
   const Tensor& out = out_rows.rows();
@@ -88,6 +96,15 @@ void CpuBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_,
 void CpuBackend::attention_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& out_,
                                     const Tensor& lse_, const Tensor& dout_, double scale, int64_t window,
                                     const Tensor& dq_, const Tensor& dk_, const Tensor& dv_) const {
+  if (q_.dtype() == kBFloat16) {
+    const Tensor dq = float32_result(dq_), dk = float32_result(dk_), dv = float32_result(dv_);
+    attention_backward(widened(*this, q_), widened(*this, k_), widened(*this, v_), widened(*this, out_), lse_,
+                       widened(*this, dout_), scale, window, dq, dk, dv);
+    narrow_into(*this, dq, dq_);
+    narrow_into(*this, dk, dk_);
+    narrow_into(*this, dv, dv_);
+    return;
+  }
   const Tensor q = contiguous_copy(q_), k = contiguous_copy(k_), v = contiguous_copy(v_);
   const RowsOut dq_rows(*this, dq_), dk_rows(*this, dk_), dv_rows(*this, dv_);
   const Tensor &dq = dq_rows.rows(), &dk = dk_rows.rows(), &dv = dv_rows.rows();

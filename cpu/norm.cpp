@@ -1,5 +1,8 @@
 // LayerNorm and RMSNorm over the last dim, forward and backward, rows in parallel. Statistics
 // are computed in double and saved (mean, 1/std) so backward does not recompute them.
+// bfloat16: activations (x, y, dy, dx) may be bfloat16, or x float32 and y bfloat16
+// (dispatch_in_out); the weight, the bias, their gradients and the saved statistics are then
+// float32 (compute_dtype), and every element is computed in double and rounded once.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -10,6 +13,12 @@
 namespace linea::cpu {
 
 namespace {
+
+// An activation element as double (bfloat16 and float32 widen exactly).
+template <class T>
+double widen(T v) {
+  return static_cast<double>(static_cast<compute_t<T>>(v));
+}
 
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cols, 1)); }
 
@@ -22,10 +31,10 @@ Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous_cop
 // targets (null: not wanted). Each thread keeps its own partial sums, added in a fixed order at
 // the end, so the result does not depend on scheduling. With no target wanted, param_grads is
 // null and the rows just run in parallel.
-template <class T, class RowFn>
-void backward_rows(const T* x, const T* dy, int64_t rows, int64_t cols, RowFn row_fn, const std::vector<T*>& targets) {
+template <class X, class Y, class P, class RowFn>
+void backward_rows(const X* x, const Y* dy, int64_t rows, int64_t cols, RowFn row_fn, const std::vector<P*>& targets) {
   const auto run_row = [&](int64_t r, double* param_grads) { row_fn(r, x + r * cols, dy + r * cols, param_grads); };
-  if (std::all_of(targets.begin(), targets.end(), [](T* t) { return t == nullptr; })) {
+  if (std::all_of(targets.begin(), targets.end(), [](P* t) { return t == nullptr; })) {
     parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) run_row(r, nullptr);
     });
@@ -43,7 +52,7 @@ void backward_rows(const T* x, const T* dy, int64_t rows, int64_t cols, RowFn ro
     for (int64_t j = 0; j < cols; ++j) {
       double total = 0;
       for (int64_t c = 0; c < chunks; ++c) total += partial[c][k * cols + j];
-      targets[k][j] = static_cast<T>(total);
+      targets[k][j] = static_cast<P>(total);
     }
   }
 }
@@ -54,26 +63,30 @@ void CpuBackend::layer_norm(const Tensor& x_, const Tensor& weight, const Tensor
                             const Tensor& y, const Tensor& mean, const Tensor& rstd) const {
   const Tensor x = contiguous_copy(x_), w_t = contiguous_or_none(weight), b_t = contiguous_or_none(bias);
   const auto [rows, cols] = rows_cols(x.shape());
-  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
-    const T* px = x.data<T>();
-    const T* w = data_or_null<T>(w_t);
-    const T* b = data_or_null<T>(b_t);
+  dispatch_in_out(x.dtype(), y.dtype(), "layer_norm", [&]<class X, class Y>() {
+    using P = compute_t<X>;
+    const X* px = x.data<X>();
+    const P* w = data_or_null<P>(w_t);
+    const P* b = data_or_null<P>(b_t);
+    P* pmean = mean.data<P>();
+    P* prstd = rstd.data<P>();
+    Y* py = y.data<Y>();
     parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const T* row = px + r * cols;
+        const X* row = px + r * cols;
         double sum = 0, sq = 0;
-        for (int64_t j = 0; j < cols; ++j) sum += row[j];
+        for (int64_t j = 0; j < cols; ++j) sum += widen(row[j]);
         const double mu = sum / cols;
-        for (int64_t j = 0; j < cols; ++j) sq += (row[j] - mu) * (row[j] - mu);
+        for (int64_t j = 0; j < cols; ++j) sq += (widen(row[j]) - mu) * (widen(row[j]) - mu);
         const double rs = 1.0 / std::sqrt(sq / cols + eps);
-        mean.data<T>()[r] = static_cast<T>(mu);
-        rstd.data<T>()[r] = static_cast<T>(rs);
-        T* out = y.data<T>() + r * cols;
+        pmean[r] = static_cast<P>(mu);
+        prstd[r] = static_cast<P>(rs);
+        Y* out = py + r * cols;
         for (int64_t j = 0; j < cols; ++j) {
-          double v = (row[j] - mu) * rs;
+          double v = (widen(row[j]) - mu) * rs;
           if (w) v *= w[j];
           if (b) v += b[j];
-          out[j] = static_cast<T>(v);
+          out[j] = static_cast<Y>(v);
         }
       }
     });
@@ -85,32 +98,36 @@ void CpuBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight, con
                                      const Tensor& dweight, const Tensor& dbias, const Tensor& dx_add) const {
   const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
   const auto [rows, cols] = rows_cols(x.shape());
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
-    const T* w = data_or_null<T>(w_t);
+  dispatch_in_out(x.dtype(), dy.dtype(), "layer_norm_backward", [&]<class X, class Y>() {
+    using P = compute_t<X>;
+    const P* w = data_or_null<P>(w_t);
+    const P* pmean = mean.data<P>();
+    const P* prstd = rstd.data<P>();
+    X* pdx = dx.data<X>();
     // forward was xhat = (x - mu) * rstd, y = xhat * w + b, so with g = dy * w:
     //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat,  db = sum_rows dy.
-    auto row_fn = [&](int64_t r, const T* row, const T* g_row, double* param_grads) {
-      const double mu = mean.data<T>()[r], rs = rstd.data<T>()[r];
+    auto row_fn = [&](int64_t r, const X* row, const Y* g_row, double* param_grads) {
+      const double mu = pmean[r], rs = prstd[r];
       double mean_g = 0, mean_gx = 0;
       for (int64_t j = 0; j < cols; ++j) {
-        const double g = g_row[j] * (w ? w[j] : T(1)), xhat = (row[j] - mu) * rs;
+        const double d = widen(g_row[j]), g = d * (w ? w[j] : P(1)), xhat = (widen(row[j]) - mu) * rs;
         mean_g += g;
         mean_gx += g * xhat;
         if (param_grads) {
-          param_grads[j] += g_row[j] * xhat;
-          param_grads[cols + j] += g_row[j];
+          param_grads[j] += d * xhat;
+          param_grads[cols + j] += d;
         }
       }
       mean_g /= cols;
       mean_gx /= cols;
-      T* out = dx.data<T>() + r * cols;
+      X* out = pdx + r * cols;
       for (int64_t j = 0; j < cols; ++j) {
-        const double g = g_row[j] * (w ? w[j] : T(1)), xhat = (row[j] - mu) * rs;
-        out[j] = static_cast<T>(rs * (g - mean_g - xhat * mean_gx));
+        const double g = widen(g_row[j]) * (w ? w[j] : P(1)), xhat = (widen(row[j]) - mu) * rs;
+        out[j] = static_cast<X>(rs * (g - mean_g - xhat * mean_gx));
       }
     };
-    backward_rows<T>(x.data<T>(), dy.data<T>(), rows, cols, row_fn,
-                     {data_or_null<T>(dweight), data_or_null<T>(dbias)});
+    backward_rows<X, Y, P>(x.data<X>(), dy.data<Y>(), rows, cols, row_fn,
+                           {data_or_null<P>(dweight), data_or_null<P>(dbias)});
   });
   if (dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
@@ -119,18 +136,21 @@ void CpuBackend::rms_norm(const Tensor& x_, const Tensor& weight, double eps, co
                           const Tensor& rstd) const {
   const Tensor x = contiguous_copy(x_), w_t = contiguous_or_none(weight);
   const auto [rows, cols] = rows_cols(x.shape());
-  dispatch_floating(x.dtype(), "rms_norm", [&]<class T>() {
-    const T* px = x.data<T>();
-    const T* w = data_or_null<T>(w_t);
+  dispatch_in_out(x.dtype(), y.dtype(), "rms_norm", [&]<class X, class Y>() {
+    using P = compute_t<X>;
+    const X* px = x.data<X>();
+    const P* w = data_or_null<P>(w_t);
+    P* prstd = rstd.data<P>();
+    Y* py = y.data<Y>();
     parallel_for(rows, row_grain(cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const T* row = px + r * cols;
+        const X* row = px + r * cols;
         double sq = 0;
-        for (int64_t j = 0; j < cols; ++j) sq += static_cast<double>(row[j]) * row[j];
+        for (int64_t j = 0; j < cols; ++j) sq += widen(row[j]) * widen(row[j]);
         const double rs = 1.0 / std::sqrt(sq / cols + eps);
-        rstd.data<T>()[r] = static_cast<T>(rs);
-        T* out = y.data<T>() + r * cols;
-        for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<T>(row[j] * rs * (w ? w[j] : T(1)));
+        prstd[r] = static_cast<P>(rs);
+        Y* out = py + r * cols;
+        for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<Y>(widen(row[j]) * rs * (w ? w[j] : P(1)));
       }
     });
   });
@@ -141,24 +161,27 @@ void CpuBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight, const
                                    const Tensor& dx_add) const {
   const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
   const auto [rows, cols] = rows_cols(x.shape());
-  dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
-    const T* w = data_or_null<T>(w_t);
+  dispatch_in_out(x.dtype(), dy.dtype(), "rms_norm_backward", [&]<class X, class Y>() {
+    using P = compute_t<X>;
+    const P* w = data_or_null<P>(w_t);
+    const P* prstd = rstd.data<P>();
+    X* pdx = dx.data<X>();
     // forward was xhat = x * rstd, y = xhat * w, so with g = dy * w:
     //   dx = rstd * (g - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat.
-    auto row_fn = [&](int64_t r, const T* row, const T* g_row, double* param_grads) {
-      const double rs = rstd.data<T>()[r];
+    auto row_fn = [&](int64_t r, const X* row, const Y* g_row, double* param_grads) {
+      const double rs = prstd[r];
       double mean_gx = 0;
       for (int64_t j = 0; j < cols; ++j) {
-        const double xhat = row[j] * rs;
-        mean_gx += g_row[j] * (w ? w[j] : T(1)) * xhat;
-        if (param_grads) param_grads[j] += g_row[j] * xhat;
+        const double d = widen(g_row[j]), xhat = widen(row[j]) * rs;
+        mean_gx += d * (w ? w[j] : P(1)) * xhat;
+        if (param_grads) param_grads[j] += d * xhat;
       }
       mean_gx /= cols;
-      T* out = dx.data<T>() + r * cols;
+      X* out = pdx + r * cols;
       for (int64_t j = 0; j < cols; ++j)
-        out[j] = static_cast<T>(rs * (g_row[j] * (w ? w[j] : T(1)) - row[j] * rs * mean_gx));
+        out[j] = static_cast<X>(rs * (widen(g_row[j]) * (w ? w[j] : P(1)) - widen(row[j]) * rs * mean_gx));
     };
-    backward_rows<T>(x.data<T>(), dy.data<T>(), rows, cols, row_fn, {data_or_null<T>(dweight)});
+    backward_rows<X, Y, P>(x.data<X>(), dy.data<Y>(), rows, cols, row_fn, {data_or_null<P>(dweight)});
   });
   if (dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }

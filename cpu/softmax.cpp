@@ -2,7 +2,8 @@
 // double; the max is subtracted before exp so nothing overflows. exp itself runs in the element
 // type: float32's expf is within an ulp and several times cheaper than a double exp, and over a
 // language model's logits (tokens x vocabulary) these exps are a large share of a training step.
-// Softmax takes bfloat16 too, computing in float32 (compute_t) and rounding once as it stores.
+// Softmax and cross-entropy take bfloat16 too, computing in float32 (compute_t) and rounding once
+// as they store; cross-entropy's losses and lse are then float32.
 #include <cmath>
 #include <limits>
 
@@ -100,15 +101,19 @@ void CpuBackend::cross_entropy(const Tensor& logits_, const Tensor& targets_, in
   for (int64_t r = 0; r < rows; ++r)
     LINEA_CHECK(target[r] == ignore_index || (target[r] >= 0 && target[r] < classes), "cross_entropy",
                 "target ", target[r], " at row ", r, " is out of range for ", classes, " classes");
-  dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
+  dispatch_floating_or_bf16(logits.dtype(), "cross_entropy", [&]<class T>() {
+    using C = compute_t<T>;  // losses and lse: float32 for bfloat16 logits
     const T* x = logits.data<T>();
+    C* loss = losses.data<C>();
+    C* row_lse = lse.data<C>();
     parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(classes, 1)),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t r = begin; r < end; ++r) {
                      const double l = line_logsumexp(x + r * classes, 1, classes);
-                     lse.data<T>()[r] = static_cast<T>(l);
-                     losses.data<T>()[r] =
-                         target[r] == ignore_index ? T(0) : static_cast<T>(l - x[r * classes + target[r]]);
+                     row_lse[r] = static_cast<C>(l);
+                     loss[r] = target[r] == ignore_index
+                                   ? C(0)
+                                   : static_cast<C>(l - static_cast<C>(x[r * classes + target[r]]));
                    }
                  });
   });
@@ -120,7 +125,8 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits_, const Tensor& tar
   const Tensor lse = contiguous_copy(lse_), dloss = contiguous_copy(dloss_);
   const int64_t rows = logits.size(0), classes = logits.size(1);
   const int64_t* target = targets.data<int64_t>();
-  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+  dispatch_floating_or_bf16(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+    using C = compute_t<T>;
     const T* x = logits.data<T>();
     T* dx = dlogits.data<T>();
     parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(classes, 1)),
@@ -131,10 +137,13 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits_, const Tensor& tar
                        for (int64_t c = 0; c < classes; ++c) row[c] = T(0);
                        continue;
                      }
-                     // forward was loss = lse - x[target], so dx = (softmax(x) - onehot) * dloss.
-                     const T g = dloss.data<T>()[r], l = lse.data<T>()[r];
-                     for (int64_t c = 0; c < classes; ++c) row[c] = exp_shifted(x[r * classes + c], l) * g;
-                     row[target[r]] = static_cast<T>(row[target[r]] - g);
+                     // forward was loss = lse - x[target], so dx = (softmax(x) - onehot) * dloss, in C
+                     // and rounded once.
+                     const C g = dloss.data<C>()[r], l = lse.data<C>()[r];
+                     for (int64_t c = 0; c < classes; ++c) {
+                       const C p = exp_shifted(static_cast<C>(x[r * classes + c]), l) * g;
+                       row[c] = static_cast<T>(c == target[r] ? p - g : p);
+                     }
                    }
                  });
   });

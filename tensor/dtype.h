@@ -3,9 +3,9 @@
 // indices (embedding ids, targets, gather positions); Bool holds masks (where, masked_fill, tril).
 // BFloat16 (tensor/bfloat16.h) is the half-size float of mixed precision: it is stored, converted,
 // copied, compared, gathered, printed, saved, reduced, multiplied (matmul) and taken by the
-// elementwise math (unary, binary, their derivatives) and softmax, each element computed in
-// float32 and rounded once; the other math kernels take float32 and float64 and name bfloat16 in
-// their error.
+// elementwise math (unary, binary, their derivatives), softmax, cross-entropy, the norms and
+// attention, each element computed in float32 and rounded once; the other math kernels take
+// float32 and float64 and name bfloat16 in their error.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -78,6 +78,22 @@ template <class Fn>
 decltype(auto) dispatch_floating_or_bf16(DType t, const char* op, Fn&& fn) {
   if (t == DType::BFloat16) return fn.template operator()<bfloat16>();
   return dispatch_floating(t, op, fn);
+}
+
+// The dtype such a kernel computes in, keeps statistics in and takes parameters in for activations
+// of dtype t: float32 for bfloat16, t itself otherwise (compute_t's dtype).
+inline DType compute_dtype(DType t) { return t == DType::BFloat16 ? DType::Float32 : t; }
+
+// For kernels that read activations of one dtype and write another: fn.template operator()<In,
+// Out>() for in == out (float32, float64 or bfloat16), or float32 in and bfloat16 out (a norm that
+// hands a float32 residual stream to bfloat16 products writes bfloat16 directly).
+template <class Fn>
+decltype(auto) dispatch_in_out(DType in, DType out, const char* op, Fn&& fn) {
+  if (in == DType::Float32 && out == DType::BFloat16) return fn.template operator()<float, bfloat16>();
+  if (in != out)
+    fail(op, "reads ", dtype_name(in), " and writes ", dtype_name(out),
+         ": it writes its input's dtype, or bfloat16 from float32");
+  return dispatch_floating_or_bf16(in, op, [&]<class T>() -> decltype(auto) { return fn.template operator()<T, T>(); });
 }
 
 // Like dispatch_floating, for ops defined on every dtype (copy, fill, where, comparisons, gather).

@@ -39,7 +39,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   LINEA_CHECK(std::isfinite(s), "scaled_dot_product_attention", "scale must be finite, got ", s);
   Tensor out = empty_like_order(q);  // in q's memory order: the layer's transpose back is a view
-  Tensor lse = empty({q.size(0), q.size(1), q.size(2)}, q.dtype(), q.device());
+  Tensor lse = empty({q.size(0), q.size(1), q.size(2)}, compute_dtype(q.dtype()), q.device());  // float32 for bf16
   if (q.numel() > 0) backend_for(q).attention(q, k, v, s, window, out, lse);
   // forward was p = softmax_s(scale q.k_s) over the visible keys, out = sum_s p_s v_s; backward
   // recomputes p from q, k and lse (no T x T matrix saved) and needs out for D_i = dout_i . out_i.

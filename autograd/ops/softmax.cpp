@@ -33,7 +33,7 @@ Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", x, d
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op("log_softmax", x, dim, true); }
 
 // Per-row losses lse(x) - x[target] from one fused pass; the mean divides by the number of rows
-// whose target is not ignore_index.
+// whose target is not ignore_index. bfloat16 logits give float32 losses (computed in float32).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
   check_floating(logits, "cross_entropy");
   check_index_tensor(targets, logits, "cross_entropy");
@@ -47,8 +47,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const Tensor flat_logits = reshape(logits, {rows, classes});
   const Tensor flat_targets = reshape(targets, {rows});
 
-  Tensor losses = empty({rows}, logits.dtype(), logits.device());
-  Tensor lse = empty({rows}, logits.dtype(), logits.device());
+  const DType loss_dtype = compute_dtype(logits.dtype());  // float32 for bfloat16 logits
+  Tensor losses = empty({rows}, loss_dtype, logits.device());
+  Tensor lse = empty({rows}, loss_dtype, logits.device());
   backend_for(logits).cross_entropy(flat_logits, flat_targets, ignore_index, losses, lse);
   losses = record("cross_entropy", {flat_logits}, losses,
                   [xs = SavedTensor(flat_logits), ts = SavedTensor(flat_targets), ls = SavedTensor(lse),
@@ -63,7 +64,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     case Reduction::Sum: return sum(losses);
     case Reduction::Mean: {
       const Tensor counted = to(ne(flat_targets, full({}, static_cast<double>(ignore_index), {kInt64, targets.device()})),
-                                logits.dtype());
+                                loss_dtype);
       return sum(losses) / sum(counted);
     }
   }

@@ -273,8 +273,8 @@ __device__ __forceinline__ T recomputed_p(T score, T scale, T lse, int64_t query
 
 // D_i = dout_i . out_i, one warp per row.
 template <class T>
-__global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* out, HeadStrides os, T* delta,
-                                       AttentionShape s) {
+__global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* out, HeadStrides os,
+                                       compute_t<T>* delta, AttentionShape s) {
   const int64_t rows = s.batch * s.heads * s.tq;
   const int lane = threadIdx.x % 32;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
@@ -282,8 +282,8 @@ __global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* 
     const int64_t bh = row / s.tq, i = row % s.tq, b = bh / s.heads, h = bh % s.heads;
     const T* dor = dout + b * dos.b + h * dos.h + i * dos.t;
     const T* orow = out + head_offset(os, b, h, i);
-    T sum = 0;
-    for (int64_t d = lane; d < s.dh; d += 32) sum += dor[d] * orow[d];
+    compute_t<T> sum = 0;
+    for (int64_t d = lane; d < s.dh; d += 32) sum += static_cast<compute_t<T>>(dor[d]) * static_cast<compute_t<T>>(orow[d]);
     sum = warp_sum(sum);
     if (lane == 0) delta[row] = sum;
   }
@@ -412,8 +412,14 @@ Tensor rows_readable(const Tensor& t) {
 
 HeadStrides head_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
-// float32 while TF32 is on runs the tensor-core kernels, when the build has them.
-bool on_tensor_cores(DType dtype) { return dtype == kFloat32 && tf32_enabled() && tf32_attention_available(); }
+// float32 while TF32 is on runs the tensor-core kernels, when the build has them; bfloat16 always
+// does (attention_tf32.cu: TF32 holds bfloat16 exactly), and needs them.
+bool on_tensor_cores(DType dtype) {
+  if (dtype == kBFloat16)
+    LINEA_CHECK(tf32_attention_available(), "attention",
+                "bfloat16 runs on the tensor-core kernels, which this build's GPU code lacks (sm_80 or newer)");
+  return (dtype == kBFloat16 || (dtype == kFloat32 && tf32_enabled())) && tf32_attention_available();
+}
 
 AttentionShape shape_of(const Tensor& q, const Tensor& k, int64_t window) {
   return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), window};
@@ -428,15 +434,15 @@ void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_
   const cudaStream_t stream = use_device(device_);
   const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
   const AttentionShape s = shape_of(q, k, window);
-  dispatch_floating(q.dtype(), "attention", [&]<class T>() {
+  dispatch_floating_or_bf16(q.dtype(), "attention", [&]<class T>() {
     const ForwardTensors<T> a{q.data<T>(), k.data<T>(), v.data<T>(), head_strides(q), head_strides(k),
-                              head_strides(v), out.data<T>(), lse.data<T>(), head_strides(out)};
-    if constexpr (std::is_same_v<T, float>)
+                              head_strides(v), out.data<T>(), lse.data<compute_t<T>>(), head_strides(out)};
+    if constexpr (!std::is_same_v<T, double>)
       if (on_tensor_cores(q.dtype())) {
         attention_forward_tf32(a, s, static_cast<float>(scale), stream);
         return;
       }
-    with_head_dim(s.dh, [&]<int D>() {
+    if constexpr (!std::is_same_v<T, bfloat16>) with_head_dim(s.dh, [&]<int D>() {
       constexpr TileShape ts = Tiling<T>::forward;
       const size_t bytes = sizeof(T) * ((ts.bq + 2 * ts.bk) * (D + 1) + ts.bq * (ts.bk + 1));
       launch_tiled(attention_forward_kernel<T, D, ts.bq, ts.bk, ts.threads>, s.batch * s.heads * ceil_div(s.tq, ts.bq),
@@ -458,21 +464,22 @@ void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const T
   const Tensor q = rows_readable(q_), k = rows_readable(k_), v = rows_readable(v_);
   const Tensor dout = rows_readable(dout_), out = rows_readable(out_), lse = contiguous_copy(lse_);
   const AttentionShape s = shape_of(q, k, window);
-  dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
-    DeviceBuffer delta(sizeof(T) * s.batch * s.heads * s.tq, device_);
+  dispatch_floating_or_bf16(q.dtype(), "attention_backward", [&]<class T>() {
+    using C = compute_t<T>;  // lse and delta: float32 for bfloat16
+    DeviceBuffer delta(sizeof(C) * s.batch * s.heads * s.tq, device_);
     attention_delta_kernel<T><<<row_blocks<32>(s.batch * s.heads * s.tq, device_), 256, 0, stream>>>(
-        dout.data<T>(), head_strides(dout), out.data<T>(), head_strides(out), delta.as<T>(), s);
+        dout.data<T>(), head_strides(dout), out.data<T>(), head_strides(out), delta.as<C>(), s);
     LINEA_CUDA_LAUNCH_CHECK("attention_backward", "dout . out of ", dout.describe());
-    const BackwardTensors<T> a{q.data<T>(), k.data<T>(), v.data<T>(), dout.data<T>(), lse.data<T>(), delta.as<T>(),
+    const BackwardTensors<T> a{q.data<T>(), k.data<T>(), v.data<T>(), dout.data<T>(), lse.data<C>(), delta.as<C>(),
                                head_strides(q), head_strides(k), head_strides(v), head_strides(dout),
                                dq.data<T>(), dk.data<T>(), dv.data<T>(),
                                head_strides(dq), head_strides(dk), head_strides(dv)};
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (!std::is_same_v<T, double>)
       if (on_tensor_cores(q.dtype())) {
         attention_backward_tf32(a, s, static_cast<float>(scale), stream);
         return;
       }
-    with_head_dim(s.dh, [&]<int D>() {
+    if constexpr (!std::is_same_v<T, bfloat16>) with_head_dim(s.dh, [&]<int D>() {
       constexpr TileShape kv = Tiling<T>::dkdv;
       const size_t kv_bytes = sizeof(T) * (2 * (kv.bk + kv.bq) * (D + 1) + kv.bk * (kv.bq + 1) + 2 * kv.bq);
       launch_tiled(attention_backward_dkdv_kernel<T, D, kv.bq, kv.bk, kv.threads>,

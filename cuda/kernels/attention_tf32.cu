@@ -20,11 +20,20 @@
 // Shared tiles have rows of D + 4 floats: both B access patterns above (8 rows g x 4 columns t,
 // and 4 row pairs 2t x 8 columns g) then fall in 32 different banks. Tiles are rounded to TF32
 // once, when stored to shared memory.
+//
+// bfloat16 (E = bfloat16): q, k, v, dout and the outputs are read and written as bfloat16 and
+// widened to float as they are stored to shared memory, where TF32 holds them exactly (8
+// significant bits of 11); products accumulate in float32 and lse, delta and the softmax
+// statistics stay float32. So the kernels compute exactly what bfloat16 m16n8k16 products with
+// float32 accumulation would, on half the bytes of float32, except that the probability and
+// gradient tiles fed to the second products keep TF32's 11 bits rather than bfloat16's 8; the
+// outputs are rounded once as they are stored.
 #include <cmath>
 #include <limits>
 
 #include "cuda/kernels/attention_tiles.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/pack.cuh"
 
 namespace linea::cuda::attention_tiles {
 
@@ -39,33 +48,36 @@ struct Tile {
   static constexpr int kSteps = D / 8;  // k-steps over the head dim; also 8-column blocks of an output
 };
 
-// Rows [row0, row0 + kRows) of a (n_rows, dh) matrix whose rows are `stride` apart, rounded to
-// TF32, into shared rows of D + 4; zeros past n_rows and dh. Vector loads when rows allow them.
-template <int kRows, int D>
-__device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t stride, int64_t row0, int64_t n_rows,
+// Rows [row0, row0 + kRows) of a (n_rows, dh) matrix of E whose rows are `stride` apart, widened
+// to float and rounded to TF32 (exact for bfloat16), into shared rows of D + 4; zeros past n_rows
+// and dh. Loads of 4 elements at a time when rows allow them.
+template <int kRows, int D, class E>
+__device__ __forceinline__ void load_tile(float* dst, const E* src, int64_t stride, int64_t row0, int64_t n_rows,
                                           int64_t dh) {
   constexpr int P = Tile<D>::kPitch;
-  const bool vectors = dh % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  const bool vectors = dh % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % (4 * sizeof(E)) == 0;
   if (vectors) {
     for (int e = threadIdx.x; e < kRows * D / 4; e += kThreads) {
       const int r = e / (D / 4), c = 4 * (e % (D / 4));
       const int64_t row = row0 + r;
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (row < n_rows && c < dh) x = *reinterpret_cast<const float4*>(src + row * stride + c);
-      *reinterpret_cast<float4*>(dst + r * P + c) = make_float4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+      Pack<E, 4> x{};
+      if (row < n_rows && c < dh) x = load_pack<E, 4>(src + row * stride + c);
+      *reinterpret_cast<float4*>(dst + r * P + c) =
+          make_float4(to_tf32(static_cast<float>(x.v[0])), to_tf32(static_cast<float>(x.v[1])),
+                      to_tf32(static_cast<float>(x.v[2])), to_tf32(static_cast<float>(x.v[3])));
     }
   } else {
     for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
       const int r = e / D, c = e % D;
       const int64_t row = row0 + r;
-      dst[r * P + c] = row < n_rows && c < dh ? to_tf32(src[row * stride + c]) : 0.f;
+      dst[r * P + c] = row < n_rows && c < dh ? to_tf32(static_cast<float>(src[row * stride + c])) : 0.f;
     }
   }
 }
 
 // The rows of head h of batch b of a (B, heads, T, dh) tensor, as load_tile loads them.
-template <int kRows, int D>
-__device__ __forceinline__ void load_head_tile(float* dst, const float* x, const HeadStrides& xs, int64_t b, int64_t h,
+template <int kRows, int D, class E>
+__device__ __forceinline__ void load_head_tile(float* dst, const E* x, const HeadStrides& xs, int64_t b, int64_t h,
                                                int64_t row0, int64_t n_rows, int64_t dh) {
   load_tile<kRows, D>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
 }
@@ -149,10 +161,10 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Writes a 16 x D accumulator (C layout; rows row0 + g and + 8 of a (rows, dh) matrix at `base`
-// whose rows are `stride` apart), times `scale[half]`.
-template <int D>
-__device__ __forceinline__ void store_rows(float* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
+// Writes a 16 x D accumulator (C layout; rows row0 + g and + 8 of a (rows, dh) matrix of E at
+// `base` whose rows are `stride` apart), times `scale[half]`, rounded once into E.
+template <int D, class E>
+__device__ __forceinline__ void store_rows(E* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
                                            const float (&acc)[Tile<D>::kSteps][4], const float (&scale)[2], int g,
                                            int t) {
 #pragma unroll
@@ -164,14 +176,14 @@ __device__ __forceinline__ void store_rows(float* base, int64_t stride, int64_t 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = 8 * dn + 2 * t + e;
-        if (d < dh) base[row * stride + d] = acc[dn][2 * half + e] * scale[half];
+        if (d < dh) base[row * stride + d] = static_cast<E>(acc[dn][2 * half + e] * scale[half]);
       }
   }
 }
 
 // The same with one factor for both rows.
-template <int D>
-__device__ __forceinline__ void store_rows(float* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
+template <int D, class E>
+__device__ __forceinline__ void store_rows(E* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
                                            const float (&acc)[Tile<D>::kSteps][4], float scale, int g, int t) {
   const float both[2] = {scale, scale};
   store_rows<D>(base, stride, row0, n_rows, dh, acc, both, g, t);
@@ -196,9 +208,9 @@ __device__ __forceinline__ void for_each_query_score(int64_t q0, int row, int64_
     }
 }
 
-template <int D>
+template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(ForwardTensors<float> a, AttentionShape s, float scale_log2) {
+    forward_kernel(ForwardTensors<E> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) float smem[];
@@ -264,9 +276,9 @@ __global__ void __launch_bounds__(kThreads)
 // One block per (batch, K/V head, 64 keys): dk and dv of those keys, over every query tile (and
 // query head of the group) that sees them. Warps own key rows; score tiles are transposed (keys x
 // queries).
-template <int D>
+template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
-    dkdv_kernel(BackwardTensors<float> a, AttentionShape s, float scale_log2) {
+    dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   extern __shared__ __align__(16) float smem[];
   const auto [sK, sV, sQ, sdO, sLse] = backward_tiles<float>(smem, kRows, kCols, P);  // lse in log2 units
@@ -322,9 +334,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // One block per (batch, head, 64 query rows): dq of those rows, streaming over the key tiles they
 // see as the forward did.
-template <int D>
+template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
-    dq_kernel(BackwardTensors<float> a, AttentionShape s, float scale_log2) {
+    dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
   extern __shared__ __align__(16) float smem[];
   const auto [sQ, sdO, sK, sV, unused] = backward_tiles<float>(smem, kRows, kCols, P);
@@ -360,33 +372,50 @@ __global__ void __launch_bounds__(kThreads)
                 scale_log2 / kLog2e, g, t);
 }
 
+template <class E>
+void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+  with_head_dim(s.dh, [&]<int D>() {
+    const size_t bytes = sizeof(float) * (kRows + 2 * kCols) * Tile<D>::kPitch;
+    launch_tiled(forward_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, bytes, stream, "attention",
+                 a, s, scale * kLog2e);
+  });
+}
+
+template <class E>
+void backward(const BackwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+  with_head_dim(s.dh, [&]<int D>() {
+    const size_t tiles = sizeof(float) * 2 * (kRows + kCols) * Tile<D>::kPitch;
+    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads,
+                 tiles + sizeof(float) * 2 * kCols, stream, "attention_backward", a, s, scale * kLog2e);
+    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, tiles, stream,
+                 "attention_backward", a, s, scale * kLog2e);
+  });
+}
+
 }  // namespace
 
 bool tf32_attention_available() {
   // The PTX the loaded kernel came from: compute_80 or newer has the mma instructions.
   static const bool available = [] {
     cudaFuncAttributes attributes{};
-    return cudaFuncGetAttributes(&attributes, forward_kernel<64>) == cudaSuccess && attributes.ptxVersion >= 80;
+    return cudaFuncGetAttributes(&attributes, forward_kernel<64, float>) == cudaSuccess && attributes.ptxVersion >= 80;
   }();
   return available;
 }
 
 void attention_forward_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
-  with_head_dim(s.dh, [&]<int D>() {
-    const size_t bytes = sizeof(float) * (kRows + 2 * kCols) * Tile<D>::kPitch;
-    launch_tiled(forward_kernel<D>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, bytes, stream, "attention", a,
-                 s, scale * kLog2e);
-  });
+  forward(a, s, scale, stream);
 }
-
+void attention_forward_tf32(const ForwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
+                            cudaStream_t stream) {
+  forward(a, s, scale, stream);
+}
 void attention_backward_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
-  with_head_dim(s.dh, [&]<int D>() {
-    const size_t tiles = sizeof(float) * 2 * (kRows + kCols) * Tile<D>::kPitch;
-    launch_tiled(dkdv_kernel<D>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads,
-                 tiles + sizeof(float) * 2 * kCols, stream, "attention_backward", a, s, scale * kLog2e);
-    launch_tiled(dq_kernel<D>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, tiles, stream,
-                 "attention_backward", a, s, scale * kLog2e);
-  });
+  backward(a, s, scale, stream);
+}
+void attention_backward_tf32(const BackwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
+                             cudaStream_t stream) {
+  backward(a, s, scale, stream);
 }
 
 }  // namespace linea::cuda::attention_tiles

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cuda/launch.cuh"
+#include "tensor/dtype.h"
 
 namespace linea::cuda::attention_tiles {
 
@@ -108,17 +109,20 @@ void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, si
 }
 
 // The tensors of one attention call, as the kernels of both families take them: q, k, v, dout,
-// out, dq, dk and dv have a contiguous last dim (any other strides); lse and delta are contiguous.
+// out, dq, dk and dv have a contiguous last dim (any other strides); lse and delta are contiguous,
+// in compute_t<T> (float32 for bfloat16 activations).
 template <class T>
 struct ForwardTensors {
   const T *q, *k, *v;
   HeadStrides qs, ks, vs;
-  T *out, *lse;
+  T* out;
+  compute_t<T>* lse;
   HeadStrides os;
 };
 template <class T>
 struct BackwardTensors {
-  const T *q, *k, *v, *dout, *lse, *delta;
+  const T *q, *k, *v, *dout;
+  const compute_t<T> *lse, *delta;
   HeadStrides qs, ks, vs, dos;
   T *dq, *dk, *dv;
   HeadStrides dqs, dks, dvs;
@@ -126,14 +130,14 @@ struct BackwardTensors {
 
 // What the forward saved of query row `row` of head h of batch b, which backward reads: its
 // logsumexp and D = do . o; zeros for the rows past tq that pad a tile.
-template <class T>
+template <class C>
 struct RowStats {
-  T lse, delta;
+  C lse, delta;
 };
-template <class T>
-__device__ __forceinline__ RowStats<T> row_stats(const BackwardTensors<T>& a, const AttentionShape& s, int64_t b,
+template <class T, class C = compute_t<T>>
+__device__ __forceinline__ RowStats<C> row_stats(const BackwardTensors<T>& a, const AttentionShape& s, int64_t b,
                                                  int64_t h, int64_t row) {
-  if (row >= s.tq) return {T(0), T(0)};
+  if (row >= s.tq) return {C(0), C(0)};
   const int64_t at = (b * s.heads + h) * s.tq + row;
   return {a.lse[at], a.delta[at]};
 }
@@ -155,11 +159,15 @@ __device__ __forceinline__ BackwardTiles<T> backward_tiles(void* smem, int own_r
   return {own_a, own_b, streamed_a, streamed_b, streamed_b + streamed_rows * pitch};
 }
 
-// The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on, when the build
-// has them (sm_80 or newer).
+// The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on and for
+// bfloat16 always, when the build has them (sm_80 or newer).
 bool tf32_attention_available();
 void attention_forward_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream);
+void attention_forward_tf32(const ForwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
+                            cudaStream_t stream);
 void attention_backward_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale,
+                             cudaStream_t stream);
+void attention_backward_tf32(const BackwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
                              cudaStream_t stream);
 
 }  // namespace linea::cuda::attention_tiles

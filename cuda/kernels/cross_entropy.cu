@@ -21,6 +21,8 @@
 // packs where dlogits' row sits against 16 bytes as the logits' row does (contiguous rows from
 // aligned storage: always) and falls back to one element at a time otherwise. A row with a NaN
 // logit (and a finite one) gets a NaN lse and loss, as on the CPU (MaxSum::logsumexp).
+// bfloat16 logits are read as such (8 to a pack) and computed in float32 (C = compute_t<T>): the
+// losses, lse and dloss are float32, dlogits bfloat16, each rounded once.
 #include <cstdint>
 
 #include "cuda/buffer.h"
@@ -79,27 +81,28 @@ __device__ __forceinline__ void load_tile(const RowPack<T>* packs, int64_t count
   }
 }
 
-// Folds a tile into the running (max, sum): the tile's max first, then exps that are independent
-// of one another, and one rescale of the sum. A NaN never wins the max, so it reaches the sum and
-// makes it NaN, as in MaxSum::add. Where the max is not finite (everything -inf so far, or a +inf
-// logit) the elements go through MaxSum::add one by one, so such rows come out as before.
-template <class T>
-__device__ __forceinline__ void add_tile(MaxSum<T>& part, const RowPack<T> (&v)[kTile]) {
-  constexpr T kInf = std::numeric_limits<T>::infinity();
-  T m = part.max;
+// Folds a tile into the running (max, sum), in the compute type C: the tile's max first, then exps
+// that are independent of one another, and one rescale of the sum. A NaN never wins the max, so it
+// reaches the sum and makes it NaN, as in MaxSum::add. Where the max is not finite (everything
+// -inf so far, or a +inf logit) the elements go through MaxSum::add one by one, so such rows come
+// out as before.
+template <class T, class C>
+__device__ __forceinline__ void add_tile(MaxSum<C>& part, const RowPack<T> (&v)[kTile]) {
+  constexpr C kInf = std::numeric_limits<C>::infinity();
+  C m = part.max;
 #pragma unroll
   for (int k = 0; k < kTile; ++k)
 #pragma unroll
-    for (int e = 0; e < kPack<T>; ++e) m = v[k].v[e] > m ? v[k].v[e] : m;
+    for (int e = 0; e < kPack<T>; ++e) m = static_cast<C>(v[k].v[e]) > m ? static_cast<C>(v[k].v[e]) : m;
   if (m > -kInf && m < kInf) {
-    T sums[kTile];  // one per pack: shorter chains of additions
+    C sums[kTile];  // one per pack: shorter chains of additions
 #pragma unroll
     for (int k = 0; k < kTile; ++k) {
       sums[k] = 0;
 #pragma unroll
-      for (int e = 0; e < kPack<T>; ++e) sums[k] += exp(v[k].v[e] - m);  // exp(-inf) = 0
+      for (int e = 0; e < kPack<T>; ++e) sums[k] += exp(static_cast<C>(v[k].v[e]) - m);  // exp(-inf) = 0
     }
-    T tile = 0;
+    C tile = 0;
 #pragma unroll
     for (int k = 0; k < kTile; ++k) tile += sums[k];
     part.sum = part.sum * exp(part.max - m) + tile;
@@ -108,54 +111,55 @@ __device__ __forceinline__ void add_tile(MaxSum<T>& part, const RowPack<T> (&v)[
 #pragma unroll
     for (int k = 0; k < kTile; ++k)
 #pragma unroll
-      for (int e = 0; e < kPack<T>; ++e) part.add(v[k].v[e]);
+      for (int e = 0; e < kPack<T>; ++e) part.add(static_cast<C>(v[k].v[e]));
   }
 }
 
-template <class T, int kGroup>
+template <class T, int kGroup, class C = compute_t<T>>
 __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
     cross_entropy_kernel(const T* logits, int64_t row_stride, const int64_t* targets, int64_t target_stride,
-                         int64_t ignore_index, T* losses, T* lse, int64_t rows, int64_t classes,
+                         int64_t ignore_index, C* losses, C* lse, int64_t rows, int64_t classes,
                          unsigned long long* bad_row) {
   using G = RowGroup<kGroup>;
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  constexpr C kNegInf = -std::numeric_limits<C>::infinity();
   const int lane = G::lane();
   for (int64_t r = G::first_row(); r < rows; r += G::row_step()) {
     const T* x = logits + r * row_stride;
     const int64_t t = lane == 0 ? targets[r * target_stride] : 0;  // loaded now, used after the row
     const PackedRow row = packed_row(x, classes);
-    T loose[2] = {kNegInf, kNegInf};  // this lane's elements outside the packs; -inf adds nothing
-    if (lane < row.head) loose[0] = x[lane];
-    if (const int64_t j = row.tail + lane; j < classes) loose[1] = x[j];
-    MaxSum<T> part;
+    C loose[2] = {kNegInf, kNegInf};  // this lane's elements outside the packs; -inf adds nothing
+    if (lane < row.head) loose[0] = static_cast<C>(x[lane]);
+    if (const int64_t j = row.tail + lane; j < classes) loose[1] = static_cast<C>(x[j]);
+    MaxSum<C> part;
     const RowPack<T>* packs = reinterpret_cast<const RowPack<T>*>(x + row.head);
     for (int64_t i = lane; i < row.packs; i += kTile * kGroup) {
       RowPack<T> v[kTile];
-      load_tile<kGroup>(packs, row.packs, i, kNegInf, v);
+      load_tile<kGroup>(packs, row.packs, i, static_cast<T>(kNegInf), v);
       add_tile(part, v);
     }
     part.add(loose[0]);
     part.add(loose[1]);
-    const T l = G::max_sum(part).logsumexp();
+    const C l = G::max_sum(part).logsumexp();
     if (lane == 0) {
       lse[r] = l;
       if (t == ignore_index) {
-        losses[r] = T(0);
+        losses[r] = C(0);
       } else if (t < 0 || t >= classes) {
-        losses[r] = std::numeric_limits<T>::quiet_NaN();
+        losses[r] = std::numeric_limits<C>::quiet_NaN();
         atomicMin(bad_row, static_cast<unsigned long long>(r));
       } else {
-        losses[r] = l - x[t];
+        losses[r] = l - static_cast<C>(x[t]);
       }
     }
   }
 }
 
-// forward was loss = lse - x[target], so dx = (softmax(x) - onehot(target)) * dloss.
-template <class T, int kGroup>
+// forward was loss = lse - x[target], so dx = (softmax(x) - onehot(target)) * dloss, computed in
+// C and rounded once into T.
+template <class T, int kGroup, class C = compute_t<T>>
 __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
     cross_entropy_backward_kernel(const T* logits, int64_t row_stride, const int64_t* targets, int64_t target_stride,
-                                  int64_t ignore_index, const T* lse, int64_t lse_stride, const T* dloss,
+                                  int64_t ignore_index, const C* lse, int64_t lse_stride, const C* dloss,
                                   int64_t dloss_stride, T* dlogits, int64_t rows, int64_t classes) {
   using G = RowGroup<kGroup>;
   constexpr int V = kPack<T>;
@@ -172,10 +176,10 @@ __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
       for (int64_t i = lane; i < out.packs; i += kGroup) out_packs[i] = RowPack<T>{};
       continue;
     }
-    const T g = dloss[r * dloss_stride], l = lse[r * lse_stride];
+    const C g = dloss[r * dloss_stride], l = lse[r * lse_stride];
     auto grad = [&](T xj, bool is_target) {
-      const T p = exp(xj - l) * g;
-      return is_target ? p - g : p;
+      const C p = exp(static_cast<C>(xj) - l) * g;
+      return static_cast<T>(is_target ? p - g : p);
     };
     if (packed_row(x, classes).head != out.head) {  // no common 16-byte boundaries: one at a time
       for (int64_t j = lane; j < classes; j += kGroup) dx[j] = grad(x[j], j == t);
@@ -216,11 +220,12 @@ void CudaBackend::cross_entropy(const Tensor& logits_, const Tensor& targets, in
   const Tensor logits = rows_readable(logits_);
   DeviceBuffer bad(2 * sizeof(unsigned long long), device_);  // the first bad row, its target
   LINEA_CUDA_CHECK(cudaMemsetAsync(bad.as<void>(), 0xff, 2 * sizeof(unsigned long long), stream), "cross_entropy");
-  dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
+  dispatch_floating_or_bf16(logits.dtype(), "cross_entropy", [&]<class T>() {
+    using C = compute_t<T>;
     with_row_group(classes, rows, [&]<int kGroup>() {
       cross_entropy_kernel<T, kGroup><<<row_blocks<kGroup>(rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
           logits.data<T>(), logits.stride(0), targets.data<int64_t>(), targets.stride(0), ignore_index,
-          losses.data<T>(), lse.data<T>(), rows, classes, bad.as<unsigned long long>());
+          losses.data<C>(), lse.data<C>(), rows, classes, bad.as<unsigned long long>());
     });
     LINEA_CUDA_LAUNCH_CHECK("cross_entropy", "logits ", logits.describe());
   });
@@ -239,12 +244,13 @@ void CudaBackend::cross_entropy_backward(const Tensor& logits_, const Tensor& ta
   if (rows == 0) return;
   const cudaStream_t stream = use_device(device_);
   const Tensor logits = rows_readable(logits_);
-  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+  dispatch_floating_or_bf16(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+    using C = compute_t<T>;
     with_row_group(classes, rows, [&]<int kGroup>() {
       cross_entropy_backward_kernel<T, kGroup><<<row_blocks<kGroup>(rows, device_), RowGroup<kGroup>::kBlockThreads,
                                                  0, stream>>>(
           logits.data<T>(), logits.stride(0), targets.data<int64_t>(), targets.stride(0), ignore_index,
-          lse.data<T>(), lse.stride(0), dloss.data<T>(), dloss.stride(0), dlogits.data<T>(), rows, classes);
+          lse.data<C>(), lse.stride(0), dloss.data<C>(), dloss.stride(0), dlogits.data<T>(), rows, classes);
     });
     LINEA_CUDA_LAUNCH_CHECK("cross_entropy_backward", "logits ", logits.describe());
   });

@@ -11,6 +11,9 @@
 //               each over one chunk of rows, write per-chunk partial sums (summed over the 8
 //               row lanes in a fixed order); a second kernel adds the chunks in order per column.
 // Either way the chunking depends only on the shape, so every run gives the same bits.
+// Dtypes (tensor/backend_kernels.def): activations X (x, dx, dx_add) and Y (y, dy), equal or float32
+// and bfloat16; C = compute_t<X> (float32 for bfloat16) is what the kernels compute in and what
+// the parameters, their gradients and the statistics are stored in.
 #include <algorithm>
 
 #include "cuda/buffer.h"
@@ -21,72 +24,78 @@ namespace linea::cuda {
 
 namespace {
 
-template <class T, int kGroup>
+template <class X, class Y, int kGroup, class C = compute_t<X>>
 __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
-    layer_norm_kernel(const T* x, const T* w, const T* b, T eps, T* y, T* mean, T* rstd, int64_t rows,
+    layer_norm_kernel(const X* x, const C* w, const C* b, C eps, Y* y, C* mean, C* rstd, int64_t rows,
                       int64_t cols) {
   using G = RowGroup<kGroup>;
   for (int64_t r = G::first_row(); r < rows; r += G::row_step()) {
-    const T* xr = x + r * cols;
-    T sum = 0;
-    for (int64_t j = G::lane(); j < cols; j += kGroup) sum += xr[j];
-    const T mu = G::sum(sum) / static_cast<T>(cols);
-    T sq = 0;
-    for (int64_t j = G::lane(); j < cols; j += kGroup) sq += (xr[j] - mu) * (xr[j] - mu);
-    const T rs = T(1) / sqrt(G::sum(sq) / static_cast<T>(cols) + eps);
+    const X* xr = x + r * cols;
+    C sum = 0;
+    for (int64_t j = G::lane(); j < cols; j += kGroup) sum += static_cast<C>(xr[j]);
+    const C mu = G::sum(sum) / static_cast<C>(cols);
+    C sq = 0;
+    for (int64_t j = G::lane(); j < cols; j += kGroup) {
+      const C d = static_cast<C>(xr[j]) - mu;
+      sq += d * d;
+    }
+    const C rs = C(1) / sqrt(G::sum(sq) / static_cast<C>(cols) + eps);
     if (G::lane() == 0) {
       mean[r] = mu;
       rstd[r] = rs;
     }
-    T* yr = y + r * cols;
+    Y* yr = y + r * cols;
     for (int64_t j = G::lane(); j < cols; j += kGroup) {
-      T v = (xr[j] - mu) * rs;
+      C v = (static_cast<C>(xr[j]) - mu) * rs;
       if (w) v *= w[j];
       if (b) v += b[j];
-      yr[j] = v;
+      yr[j] = static_cast<Y>(v);
     }
   }
 }
 
-template <class T, int kGroup>
+template <class X, class Y, int kGroup, class C = compute_t<X>>
 __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
-    rms_norm_kernel(const T* x, const T* w, T eps, T* y, T* rstd, int64_t rows, int64_t cols) {
+    rms_norm_kernel(const X* x, const C* w, C eps, Y* y, C* rstd, int64_t rows, int64_t cols) {
   using G = RowGroup<kGroup>;
   for (int64_t r = G::first_row(); r < rows; r += G::row_step()) {
-    const T* xr = x + r * cols;
-    T sq = 0;
-    for (int64_t j = G::lane(); j < cols; j += kGroup) sq += xr[j] * xr[j];
-    const T rs = T(1) / sqrt(G::sum(sq) / static_cast<T>(cols) + eps);
+    const X* xr = x + r * cols;
+    C sq = 0;
+    for (int64_t j = G::lane(); j < cols; j += kGroup) sq += static_cast<C>(xr[j]) * static_cast<C>(xr[j]);
+    const C rs = C(1) / sqrt(G::sum(sq) / static_cast<C>(cols) + eps);
     if (G::lane() == 0) rstd[r] = rs;
-    T* yr = y + r * cols;
-    for (int64_t j = G::lane(); j < cols; j += kGroup) yr[j] = w ? xr[j] * rs * w[j] : xr[j] * rs;
+    Y* yr = y + r * cols;
+    for (int64_t j = G::lane(); j < cols; j += kGroup) {
+      const C v = static_cast<C>(xr[j]) * rs;
+      yr[j] = static_cast<Y>(w ? v * w[j] : v);
+    }
   }
 }
 
 // forward was xhat = (x - mu) * rstd (mu = 0 for RMSNorm), y = xhat * w (+ b), so with g = dy * w:
 //   LayerNorm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 //   RMSNorm:   dx = rstd * (g - xhat * mean(g * xhat))      (mu is not subtracted, so no mean(g))
-template <class T, int kGroup, bool kRms>
+template <class X, class Y, int kGroup, bool kRms, class C = compute_t<X>>
 __global__ void __launch_bounds__(RowGroup<kGroup>::kBlockThreads)
-    norm_backward_kernel(const T* x, const T* w, const T* mean, const T* rstd, const T* dy, T* dx, int64_t rows,
+    norm_backward_kernel(const X* x, const C* w, const C* mean, const C* rstd, const Y* dy, X* dx, int64_t rows,
                          int64_t cols) {
   using G = RowGroup<kGroup>;
   for (int64_t r = G::first_row(); r < rows; r += G::row_step()) {
-    const T* xr = x + r * cols;
-    const T* dyr = dy + r * cols;
-    const T mu = kRms ? T(0) : mean[r], rs = rstd[r];
-    T sum_g = 0, sum_gx = 0;
+    const X* xr = x + r * cols;
+    const Y* dyr = dy + r * cols;
+    const C mu = kRms ? C(0) : mean[r], rs = rstd[r];
+    C sum_g = 0, sum_gx = 0;
     for (int64_t j = G::lane(); j < cols; j += kGroup) {
-      const T g = w ? dyr[j] * w[j] : dyr[j];
+      const C g = w ? static_cast<C>(dyr[j]) * w[j] : static_cast<C>(dyr[j]);
       sum_g += g;
-      sum_gx += g * (xr[j] - mu) * rs;
+      sum_gx += g * (static_cast<C>(xr[j]) - mu) * rs;
     }
-    const T mean_g = kRms ? T(0) : G::sum(sum_g) / static_cast<T>(cols);
-    const T mean_gx = G::sum(sum_gx) / static_cast<T>(cols);
-    T* dxr = dx + r * cols;
+    const C mean_g = kRms ? C(0) : G::sum(sum_g) / static_cast<C>(cols);
+    const C mean_gx = G::sum(sum_gx) / static_cast<C>(cols);
+    X* dxr = dx + r * cols;
     for (int64_t j = G::lane(); j < cols; j += kGroup) {
-      const T g = w ? dyr[j] * w[j] : dyr[j];
-      dxr[j] = rs * (g - mean_g - (xr[j] - mu) * rs * mean_gx);
+      const C g = w ? static_cast<C>(dyr[j]) * w[j] : static_cast<C>(dyr[j]);
+      dxr[j] = static_cast<X>(rs * (g - mean_g - (static_cast<C>(xr[j]) - mu) * rs * mean_gx));
     }
   }
 }
@@ -95,20 +104,20 @@ constexpr int kParamCols = 32, kParamRowLanes = 8;
 
 // dw = sum_rows dy * xhat and db = sum_rows dy over the rows of chunk blockIdx.y, for the 32
 // columns of blockIdx.x: partial_w/b[chunk * cols + c].
-template <class T, bool kRms>
+template <class X, class Y, bool kRms, class C = compute_t<X>>
 __global__ void __launch_bounds__(kParamCols* kParamRowLanes)
-    norm_param_partials_kernel(const T* x, const T* mean, const T* rstd, const T* dy, int64_t rows, int64_t cols,
-                               int64_t rows_per_chunk, T* partial_w, T* partial_b) {
-  __shared__ T sw[kParamRowLanes][kParamCols], sb[kParamRowLanes][kParamCols];
+    norm_param_partials_kernel(const X* x, const C* mean, const C* rstd, const Y* dy, int64_t rows, int64_t cols,
+                               int64_t rows_per_chunk, C* partial_w, C* partial_b) {
+  __shared__ C sw[kParamRowLanes][kParamCols], sb[kParamRowLanes][kParamCols];
   const int tx = threadIdx.x % kParamCols, ty = threadIdx.x / kParamCols;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kParamCols + tx;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
   const int64_t last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
-  T acc_w = 0, acc_b = 0;
+  C acc_w = 0, acc_b = 0;
   if (c < cols) {
     for (int64_t r = first + ty; r < last; r += kParamRowLanes) {
-      const T g = dy[r * cols + c];
-      const T xhat = (x[r * cols + c] - (kRms ? T(0) : mean[r])) * rstd[r];
+      const C g = static_cast<C>(dy[r * cols + c]);
+      const C xhat = (static_cast<C>(x[r * cols + c]) - (kRms ? C(0) : mean[r])) * rstd[r];
       acc_w += g * xhat;
       acc_b += g;
     }
@@ -117,7 +126,7 @@ __global__ void __launch_bounds__(kParamCols* kParamRowLanes)
   sb[ty][tx] = acc_b;
   __syncthreads();
   if (ty == 0 && c < cols) {
-    T total_w = 0, total_b = 0;
+    C total_w = 0, total_b = 0;
 #pragma unroll
     for (int k = 0; k < kParamRowLanes; ++k) {
       total_w += sw[k][tx];
@@ -166,7 +175,7 @@ void sum_chunks(cudaStream_t stream, const T* partial_w, const T* partial_b, int
 }
 
 // Launches the partial-sum and chunk-sum kernels for dweight (and dbias when defined).
-template <class T, bool kRms>
+template <class X, class Y, bool kRms, class C = compute_t<X>>
 void norm_param_grads(int device, cudaStream_t stream, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                       const Tensor& dy, const Tensor& dweight, const Tensor& dbias, const char* op) {
   const RowsCols rc = rows_cols(x.shape());
@@ -175,70 +184,73 @@ void norm_param_grads(int device, cudaStream_t stream, const Tensor& x, const Te
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(256, rc.rows / 64));
   const int64_t rows_per_chunk = (rc.rows + chunks - 1) / chunks;
   const int64_t col_blocks = (rc.cols + kParamCols - 1) / kParamCols;
-  DeviceBuffer partial(sizeof(T) * chunks * rc.cols * 2, device);
-  T* partial_w = partial.as<T>();
-  T* partial_b = dbias.defined() ? partial_w + chunks * rc.cols : nullptr;
+  DeviceBuffer partial(sizeof(C) * chunks * rc.cols * 2, device);
+  C* partial_w = partial.as<C>();
+  C* partial_b = dbias.defined() ? partial_w + chunks * rc.cols : nullptr;
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
-  norm_param_partials_kernel<T, kRms><<<grid, kParamCols * kParamRowLanes, 0, stream>>>(
-      x.data<T>(), kRms ? nullptr : mean.data<T>(), rstd.data<T>(), dy.data<T>(), rc.rows, rc.cols, rows_per_chunk,
+  norm_param_partials_kernel<X, Y, kRms><<<grid, kParamCols * kParamRowLanes, 0, stream>>>(
+      x.data<X>(), kRms ? nullptr : mean.data<C>(), rstd.data<C>(), dy.data<Y>(), rc.rows, rc.cols, rows_per_chunk,
       partial_w, partial_b);
   LINEA_CUDA_LAUNCH_CHECK(op, "parameter gradients of x ", x.describe());
-  sum_chunks<T>(stream, partial_w, partial_b, chunks, rc.cols, dweight, dbias, op);
+  sum_chunks<C>(stream, partial_w, partial_b, chunks, rc.cols, dweight, dbias, op);
 }
 
 // weight and bias may be undefined (no affine part).
 Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous_copy(t) : t; }
 
+// The address and element size of a tensor's data, for the packed kernels' alignment check
+// (nothing for an undefined tensor).
+norm_packed::Rows rows_at(const Tensor& t) {
+  return {t.defined() ? t.raw_data() : nullptr, t.defined() ? dtype_size(t.dtype()) : 0};
+}
 
 // The packed kernels (norm_packed.cuh) where the rows allow them; false where they do not. mean,
 // bias and dbias are undefined for RMSNorm.
-template <class T, bool kRms>
+template <class X, class Y, bool kRms, class C = compute_t<X>>
 bool packed_forward(int device, cudaStream_t stream, const Tensor& x, const Tensor& weight, const Tensor& bias,
                     double eps, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   const RowsCols rc = rows_cols(x.shape());
-  const int packs = norm_packed::packs_per_lane<T>(
-      rc.cols, {x.raw_data(), y.raw_data(), weight.defined() ? weight.raw_data() : nullptr,
-                bias.defined() ? bias.raw_data() : nullptr});
+  const int packs =
+      norm_packed::packs_per_lane<C>(rc.cols, {rows_at(x), rows_at(y), rows_at(weight), rows_at(bias)});
   if (packs == 0 || !y.is_contiguous()) return false;
   norm_packed::with_packs(packs, [&]<int kPacks>() {
-    norm_packed::norm_forward_kernel<T, kPacks, kRms>
+    norm_packed::norm_forward_kernel<X, Y, kPacks, kRms>
         <<<row_blocks<32>(rc.rows, device), 32 * norm_packed::kNormWarps, 0, stream>>>(
-            x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), static_cast<T>(eps), y.data<T>(),
-            kRms ? nullptr : mean.data<T>(), rstd.data<T>(), rc.rows, static_cast<int>(rc.cols));
+            x.data<X>(), data_or_null<C>(weight), data_or_null<C>(bias), static_cast<C>(eps), y.data<Y>(),
+            kRms ? nullptr : mean.data<C>(), rstd.data<C>(), rc.rows, static_cast<int>(rc.cols));
   });
   LINEA_CUDA_LAUNCH_CHECK(kRms ? "rms_norm" : "layer_norm", "x ", x.describe());
   return true;
 }
 
 // dx_add: added to dx in the kernel (undefined: nothing); its rows must be contiguous and start on
-// 16 bytes like the others'.
-template <class T, bool kRms>
+// a pack's boundary like the others'.
+template <class X, class Y, bool kRms, class C = compute_t<X>>
 bool packed_backward(int device, cudaStream_t stream, const Tensor& x, const Tensor& weight, const Tensor& mean,
                      const Tensor& rstd, const Tensor& dy, const Tensor& dx, const Tensor& dweight,
                      const Tensor& dbias, const Tensor& dx_add) {
   const RowsCols rc = rows_cols(x.shape());
-  const int packs = norm_packed::packs_per_lane<T>(
-      rc.cols, {x.raw_data(), dy.raw_data(), dx.raw_data(), weight.defined() ? weight.raw_data() : nullptr,
-                dx_add.defined() ? dx_add.raw_data() : nullptr});
+  const int packs =
+      norm_packed::packs_per_lane<C>(rc.cols, {rows_at(x), rows_at(dy), rows_at(dx), rows_at(weight), rows_at(dx_add)});
   if (packs == 0 || !dx.is_contiguous() || (dx_add.defined() && !dx_add.is_contiguous())) return false;
   const char* op = kRms ? "rms_norm_backward" : "layer_norm_backward";
   // Chunks of at least 32 rows (four per warp), at most 1024 of them.
   const int64_t rows_per_chunk = ceil_div(rc.rows, std::max<int64_t>(1, std::min<int64_t>(1024, rc.rows / 32)));
   const int64_t chunks = ceil_div(rc.rows, rows_per_chunk);
   const bool sums = dweight.defined() || dbias.defined();
-  DeviceBuffer partial(sums ? sizeof(T) * chunks * rc.cols * 2 : 0, device);
-  T* partial_w = sums ? partial.as<T>() : nullptr;
-  T* partial_b = dbias.defined() ? partial_w + chunks * rc.cols : nullptr;
-  const size_t shared = sums ? sizeof(T) * norm_packed::kNormWarps * rc.cols : 0;
+  DeviceBuffer partial(sums ? sizeof(C) * chunks * rc.cols * 2 : 0, device);
+  C* partial_w = sums ? partial.as<C>() : nullptr;
+  C* partial_b = dbias.defined() ? partial_w + chunks * rc.cols : nullptr;
+  const size_t shared = sums ? sizeof(C) * norm_packed::kNormWarps * rc.cols : 0;
   norm_packed::with_packs(packs, [&]<int kPacks>() {
-    norm_packed::norm_backward_kernel<T, kPacks, kRms>
+    norm_packed::norm_backward_kernel<X, Y, kPacks, kRms>
         <<<static_cast<unsigned>(chunks), 32 * norm_packed::kNormWarps, shared, stream>>>(
-            x.data<T>(), data_or_null<T>(weight), kRms ? nullptr : mean.data<T>(), rstd.data<T>(), dy.data<T>(),
-            dx.data<T>(), rc.rows, static_cast<int>(rc.cols), rows_per_chunk, partial_w, partial_b,
-            data_or_null<T>(dx_add));
+            x.data<X>(), data_or_null<C>(weight), kRms ? nullptr : mean.data<C>(), rstd.data<C>(), dy.data<Y>(),
+            dx.data<X>(), rc.rows, static_cast<int>(rc.cols), rows_per_chunk, partial_w, partial_b,
+            data_or_null<X>(dx_add));
   });
   LINEA_CUDA_LAUNCH_CHECK(op, "x ", x.describe());
-  if (sums) sum_chunks<T>(stream, partial_w, partial_b, chunks, rc.cols, dweight, dbias, op);
+  if (sums) sum_chunks<C>(stream, partial_w, partial_b, chunks, rc.cols, dweight, dbias, op);
   return true;
 }
 
@@ -251,12 +263,14 @@ void CudaBackend::layer_norm(const Tensor& x_, const Tensor& weight_, const Tens
   if (rc.rows == 0) return;
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), bias = contiguous_or_none(bias_);
-  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
-    if (packed_forward<T, false>(device_, stream, x, weight, bias, eps, y, mean, rstd)) return;
+  dispatch_in_out(x.dtype(), y.dtype(), "layer_norm", [&]<class X, class Y>() {
+    using C = compute_t<X>;
+    if (packed_forward<X, Y, false>(device_, stream, x, weight, bias, eps, y, mean, rstd)) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
-      layer_norm_kernel<T, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
-          x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), static_cast<T>(eps), y.data<T>(),
-          mean.data<T>(), rstd.data<T>(), rc.rows, rc.cols);
+      layer_norm_kernel<X, Y, kGroup>
+          <<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
+              x.data<X>(), data_or_null<C>(weight), data_or_null<C>(bias), static_cast<C>(eps), y.data<Y>(),
+              mean.data<C>(), rstd.data<C>(), rc.rows, rc.cols);
     });
     LINEA_CUDA_LAUNCH_CHECK("layer_norm", "x ", x.describe());
   });
@@ -277,18 +291,19 @@ void CudaBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight_, c
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor mean = contiguous_copy(mean_), rstd = contiguous_copy(rstd_);
   bool added = false;  // dx_add went in with the packed kernel
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
-    added = packed_backward<T, false>(device_, stream, x, weight, mean, rstd, dy, dx, dweight, dbias, dx_add);
+  dispatch_in_out(x.dtype(), dy.dtype(), "layer_norm_backward", [&]<class X, class Y>() {
+    using C = compute_t<X>;
+    added = packed_backward<X, Y, false>(device_, stream, x, weight, mean, rstd, dy, dx, dweight, dbias, dx_add);
     if (added) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
-      norm_backward_kernel<T, kGroup, false><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
-                                               0, stream>>>(x.data<T>(), data_or_null<T>(weight), mean.data<T>(),
-                                                            rstd.data<T>(), dy.data<T>(), dx.data<T>(), rc.rows,
-                                                            rc.cols);
+      norm_backward_kernel<X, Y, kGroup, false>
+          <<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
+              x.data<X>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), dy.data<Y>(), dx.data<X>(), rc.rows,
+              rc.cols);
     });
     LINEA_CUDA_LAUNCH_CHECK("layer_norm_backward", "x ", x.describe());
     if (dweight.defined() || dbias.defined())
-      norm_param_grads<T, false>(device_, stream, x, mean, rstd, dy, dweight, dbias, "layer_norm_backward");
+      norm_param_grads<X, Y, false>(device_, stream, x, mean, rstd, dy, dweight, dbias, "layer_norm_backward");
   });
   if (!added && dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
@@ -300,11 +315,12 @@ void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, 
   if (rc.rows == 0) return;
   const cudaStream_t stream = use_device(device_);
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_);
-  dispatch_floating(x.dtype(), "rms_norm", [&]<class T>() {
-    if (packed_forward<T, true>(device_, stream, x, weight, Tensor(), eps, y, Tensor(), rstd)) return;
+  dispatch_in_out(x.dtype(), y.dtype(), "rms_norm", [&]<class X, class Y>() {
+    using C = compute_t<X>;
+    if (packed_forward<X, Y, true>(device_, stream, x, weight, Tensor(), eps, y, Tensor(), rstd)) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
-      rms_norm_kernel<T, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
-          x.data<T>(), data_or_null<T>(weight), static_cast<T>(eps), y.data<T>(), rstd.data<T>(), rc.rows, rc.cols);
+      rms_norm_kernel<X, Y, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
+          x.data<X>(), data_or_null<C>(weight), static_cast<C>(eps), y.data<Y>(), rstd.data<C>(), rc.rows, rc.cols);
     });
     LINEA_CUDA_LAUNCH_CHECK("rms_norm", "x ", x.describe());
   });
@@ -322,19 +338,20 @@ void CudaBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight_, con
   const Tensor x = contiguous_copy(x_), weight = contiguous_or_none(weight_), dy = contiguous_copy(dy_);
   const Tensor rstd = contiguous_copy(rstd_);
   bool added = false;  // dx_add went in with the packed kernel
-  dispatch_floating(x.dtype(), "rms_norm_backward", [&]<class T>() {
-    added =
-        packed_backward<T, true>(device_, stream, x, weight, Tensor(), rstd, dy, dx, dweight, Tensor(), dx_add);
+  dispatch_in_out(x.dtype(), dy.dtype(), "rms_norm_backward", [&]<class X, class Y>() {
+    using C = compute_t<X>;
+    added = packed_backward<X, Y, true>(device_, stream, x, weight, Tensor(), rstd, dy, dx, dweight, Tensor(), dx_add);
     if (added) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
-      norm_backward_kernel<T, kGroup, true><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads,
-                                              0, stream>>>(x.data<T>(), data_or_null<T>(weight), nullptr,
-                                                           rstd.data<T>(), dy.data<T>(), dx.data<T>(), rc.rows,
-                                                           rc.cols);
+      norm_backward_kernel<X, Y, kGroup, true>
+          <<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
+              x.data<X>(), data_or_null<C>(weight), static_cast<const C*>(nullptr), rstd.data<C>(), dy.data<Y>(),
+              dx.data<X>(), rc.rows,
+              rc.cols);
     });
     LINEA_CUDA_LAUNCH_CHECK("rms_norm_backward", "x ", x.describe());
     if (dweight.defined())
-      norm_param_grads<T, true>(device_, stream, x, Tensor(), rstd, dy, dweight, Tensor(), "rms_norm_backward");
+      norm_param_grads<X, Y, true>(device_, stream, x, Tensor(), rstd, dy, dweight, Tensor(), "rms_norm_backward");
   });
   if (!added && dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The norms' kernels for rows that fit a warp's registers (norm.cu picks them where they apply):
-// a warp per row, each lane holding kPacks 16-byte packs of the row (packs lane, lane + 32, ...),
-// so x and dy are read from memory once, 16 bytes per load. On an H200, at a standard training
+// a warp per row, each lane holding kPacks packs of the row (packs lane, lane + 32, ...), so x and
+// dy are read from memory once, 16 bytes per load in float32 (8 in bfloat16, widened to float32
+// as they load). On an H200, at a standard training
 // step's (16k, 512) float32, the element-per-lane kernels ran the forward at 24 us and the backward
 // at 40 us plus 26 us for the parameter gradients, which read x and dy a second time; the
 // backward here forms dx and the parameter gradients' partial sums in one pass.
@@ -22,33 +23,44 @@
 namespace linea::cuda::norm_packed {
 
 constexpr int kNormWarps = 8;
-constexpr int kMaxPacks = 8;  // packs per lane: rows of up to 32 * 8 * 16 bytes (1024 float32)
+constexpr int kMaxPacks = 8;  // packs per lane: rows of up to 32 * 8 * kPack<C> elements (1024 float32)
 
-// A lane's packs of one row (zeros past the row's end, which add nothing to the sums).
-template <class T, int kPacks>
+// A lane's packs of one row, in the compute type C (zeros past the row's end, which add nothing
+// to the sums): V = kPack<C> columns a pack, so a float32 row moves 16 bytes a load and a
+// bfloat16 row 8, widened as it loads and rounded as it stores.
+template <class C, int kPacks>
 struct LaneRow {
-  static constexpr int V = kPack<T>;
-  Pack<T, V> p[kPacks];
+  static constexpr int V = kPack<C>;
+  Pack<C, V> p[kPacks];
 
   __device__ __forceinline__ static bool holds(int k, int packs) { return threadIdx.x % 32 + 32 * k < packs; }
-  __device__ __forceinline__ void load(const T* row, int packs) {
+  template <class S>
+  __device__ __forceinline__ void load(const S* row, int packs) {
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
       if (holds(k, packs)) {
-        p[k] = load_pack<T, V>(row + (threadIdx.x % 32 + 32 * k) * V);
+        const Pack<S, V> in = load_pack<S, V>(row + (threadIdx.x % 32 + 32 * k) * V);
+#pragma unroll
+        for (int e = 0; e < V; ++e) p[k].v[e] = static_cast<C>(in.v[e]);
       } else {
 #pragma unroll
-        for (int e = 0; e < V; ++e) p[k].v[e] = T(0);
+        for (int e = 0; e < V; ++e) p[k].v[e] = C(0);
       }
     }
   }
-  __device__ __forceinline__ void store(T* row, int packs) const {
+  template <class S>
+  __device__ __forceinline__ void store(S* row, int packs) const {
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
-      if (holds(k, packs)) store_pack<T, V>(row + (threadIdx.x % 32 + 32 * k) * V, p[k]);
+      if (holds(k, packs)) {
+        Pack<S, V> out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) out.v[e] = static_cast<S>(p[k].v[e]);
+        store_pack<S, V>(row + (threadIdx.x % 32 + 32 * k) * V, out);
+      }
   }
-  __device__ __forceinline__ T sum() const {
-    T s = 0;
+  __device__ __forceinline__ C sum() const {
+    C s = 0;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
 #pragma unroll
@@ -57,14 +69,22 @@ struct LaneRow {
   }
 };
 
-// Whether rows of `cols` elements at these addresses can be read as packs, and how many packs per
-// lane then (1, 2, 4 or 8; 0: they cannot).
-template <class T>
-int packs_per_lane(int64_t cols, std::initializer_list<const void*> rows_at) {
-  if (cols % kPack<T> != 0 || cols > int64_t{32} * kMaxPacks * kPack<T>) return 0;
-  for (const void* p : rows_at)
-    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
-  const int64_t needed = (cols / kPack<T> + 31) / 32;
+// The start of an operand's rows and the size of its elements (a null pointer: the operand is
+// absent).
+struct Rows {
+  const void* data;
+  size_t element_size;
+};
+
+// Whether rows of `cols` elements at these addresses can be read as packs of kPack<C> elements
+// (each operand's rows starting on a pack's bytes), and how many packs per lane then (1, 2, 4 or
+// 8; 0: they cannot).
+template <class C>
+int packs_per_lane(int64_t cols, std::initializer_list<Rows> operands) {
+  if (cols % kPack<C> != 0 || cols > int64_t{32} * kMaxPacks * kPack<C>) return 0;
+  for (const Rows& o : operands)
+    if (o.data && reinterpret_cast<uintptr_t>(o.data) % (o.element_size * kPack<C>) != 0) return 0;
+  const int64_t needed = (cols / kPack<C> + 31) / 32;
   return needed <= 1 ? 1 : needed <= 2 ? 2 : needed <= 4 ? 4 : 8;
 }
 
@@ -82,10 +102,10 @@ void with_packs(int packs, Launch&& launch) {
 // y = (x - mu) * rstd * w + b (kRms: mu = 0, no b), mean and rstd stored per row; w, b may be null.
 // The variance is summed around the mean (two passes over the registers, as norm.cu's kernels do
 // over memory).
-template <class T, int kPacks, bool kRms>
+template <class X, class Y, int kPacks, bool kRms, class C = compute_t<X>>
 __global__ void __launch_bounds__(32 * kNormWarps)
-    norm_forward_kernel(const T* x, const T* w, const T* b, T eps, T* y, T* mean, T* rstd, int64_t rows, int cols) {
-  using Row = LaneRow<T, kPacks>;
+    norm_forward_kernel(const X* x, const C* w, const C* b, C eps, Y* y, C* mean, C* rstd, int64_t rows, int cols) {
+  using Row = LaneRow<C, kPacks>;
   constexpr int V = Row::V;
   const int packs = cols / V;
   Row wr, br;
@@ -95,14 +115,14 @@ __global__ void __launch_bounds__(32 * kNormWarps)
        r += static_cast<int64_t>(gridDim.x) * kNormWarps) {
     Row xr;
     xr.load(x + r * cols, packs);
-    const T mu = kRms ? T(0) : warp_sum(xr.sum()) / static_cast<T>(cols);
-    T sq = 0;
+    const C mu = kRms ? C(0) : warp_sum(xr.sum()) / static_cast<C>(cols);
+    C sq = 0;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
       if (Row::holds(k, packs))
 #pragma unroll
         for (int e = 0; e < V; ++e) sq += (xr.p[k].v[e] - mu) * (xr.p[k].v[e] - mu);
-    const T rs = T(1) / sqrt(warp_sum(sq) / static_cast<T>(cols) + eps);
+    const C rs = C(1) / sqrt(warp_sum(sq) / static_cast<C>(cols) + eps);
     if (threadIdx.x % 32 == 0) {
       if (!kRms) mean[r] = mu;
       rstd[r] = rs;
@@ -111,7 +131,7 @@ __global__ void __launch_bounds__(32 * kNormWarps)
     for (int k = 0; k < kPacks; ++k)
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        T v = (xr.p[k].v[e] - mu) * rs;
+        C v = (xr.p[k].v[e] - mu) * rs;
         if (w) v *= wr.p[k].v[e];
         if (b) v += br.p[k].v[e];
         xr.p[k].v[e] = v;
@@ -151,11 +171,11 @@ __device__ void add_warps_in_order(const LaneRow<T, kPacks>& acc, T* scratch, in
 // (either may be null; RMSNorm has no bias). Dynamic shared memory: kNormWarps * cols elements
 // when either is wanted. dx_add (may be null, else rows like dx): added to dx, x's gradient from
 // its other consumers.
-template <class T, int kPacks, bool kRms>
+template <class X, class Y, int kPacks, bool kRms, class C = compute_t<X>>
 __global__ void __launch_bounds__(32 * kNormWarps)
-    norm_backward_kernel(const T* x, const T* w, const T* mean, const T* rstd, const T* dy, T* dx, int64_t rows,
-                         int cols, int64_t rows_per_chunk, T* partial_w, T* partial_b, const T* dx_add) {
-  using Row = LaneRow<T, kPacks>;
+    norm_backward_kernel(const X* x, const C* w, const C* mean, const C* rstd, const Y* dy, X* dx, int64_t rows,
+                         int cols, int64_t rows_per_chunk, C* partial_w, C* partial_b, const X* dx_add) {
+  using Row = LaneRow<C, kPacks>;
   constexpr int V = Row::V;
   const int packs = cols / V;
   Row wr, acc_w{}, acc_b{};
@@ -166,14 +186,14 @@ __global__ void __launch_bounds__(32 * kNormWarps)
     Row xr, gr;
     xr.load(x + r * cols, packs);
     gr.load(dy + r * cols, packs);
-    const T mu = kRms ? T(0) : mean[r], rs = rstd[r];
-    T sum_g = 0, sum_gx = 0;
+    const C mu = kRms ? C(0) : mean[r], rs = rstd[r];
+    C sum_g = 0, sum_gx = 0;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        const T d = gr.p[k].v[e], xhat = (xr.p[k].v[e] - mu) * rs;
-        const T g = w ? d * wr.p[k].v[e] : d;
+        const C d = gr.p[k].v[e], xhat = (xr.p[k].v[e] - mu) * rs;
+        const C g = w ? d * wr.p[k].v[e] : d;
         if (Row::holds(k, packs)) {  // past the row's end x - mu is not 0
           sum_g += g;
           sum_gx += g * xhat;
@@ -183,24 +203,27 @@ __global__ void __launch_bounds__(32 * kNormWarps)
         xr.p[k].v[e] = xhat;
         gr.p[k].v[e] = g;
       }
-    const T mean_g = kRms ? T(0) : warp_sum(sum_g) / static_cast<T>(cols);
-    const T mean_gx = warp_sum(sum_gx) / static_cast<T>(cols);
+    const C mean_g = kRms ? C(0) : warp_sum(sum_g) / static_cast<C>(cols);
+    const C mean_gx = warp_sum(sum_gx) / static_cast<C>(cols);
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
 #pragma unroll
       for (int e = 0; e < V; ++e) gr.p[k].v[e] = rs * (gr.p[k].v[e] - mean_g - xr.p[k].v[e] * mean_gx);
     if (dx_add) {
       xr.load(dx_add + r * cols, packs);  // x is done with
+      // dx as the norm alone stores it (rounded to X), then the addition rounded again: the bits of
+      // the separate addition.
 #pragma unroll
       for (int k = 0; k < kPacks; ++k)
 #pragma unroll
-        for (int e = 0; e < V; ++e) gr.p[k].v[e] = add_rounded(gr.p[k].v[e], xr.p[k].v[e]);
+        for (int e = 0; e < V; ++e)
+          gr.p[k].v[e] = add_rounded(static_cast<C>(static_cast<X>(gr.p[k].v[e])), xr.p[k].v[e]);
     }
     gr.store(dx + r * cols, packs);
   }
   if (!partial_w && !partial_b) return;  // uniform across the block
   extern __shared__ __align__(16) unsigned char scratch_bytes[];
-  T* scratch = reinterpret_cast<T*>(scratch_bytes);
+  C* scratch = reinterpret_cast<C*>(scratch_bytes);
   if (partial_w) add_warps_in_order(acc_w, scratch, cols, partial_w + blockIdx.x * static_cast<int64_t>(cols));
   if (partial_b) add_warps_in_order(acc_b, scratch, cols, partial_b + blockIdx.x * static_cast<int64_t>(cols));
 }

@@ -20,7 +20,9 @@ namespace {
 struct Precision {
   DType dtype;
   bool tf32;
-  std::string name() const { return dtype == kFloat64 ? "float64" : tf32 ? "float32/TF32" : "float32"; }
+  std::string name() const {
+    return dtype == kFloat64 ? "float64" : dtype == kBFloat16 ? "bfloat16" : tf32 ? "float32/TF32" : "float32";
+  }
 };
 const Precision kPrecisions[] = {{kFloat64, false}, {kFloat32, false}, {kFloat32, true}};
 
@@ -91,6 +93,16 @@ TEST(CudaAttention, MatchesCpu) {
     for (const Case& c : kCases)
       expect_device_parity(attention_with(c.window), draw(c, p.dtype, 1), attention_tolerance(p), label(c, p));
   }
+}
+
+// bfloat16 on the tensor-core kernels (attention_tf32.cu) against the CPU's float32 kernel on the
+// widened inputs, rounded: TF32's tolerance, plus a bfloat16 unit (2^-8 of the largest value)
+// for the two sides' roundings of each output, forward and every gradient.
+TEST(CudaAttention, Bfloat16MatchesCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Tolerance tol{4e-3 + std::ldexp(1.0, -7), 6e-3 + std::ldexp(1.0, -7), true};
+  for (const Case& c : kCases)
+    expect_device_parity(attention_with(c.window), draw(c, kBFloat16, 1), tol, label(c, {kBFloat16, true}));
 }
 
 TEST(CudaAttention, StridedInputs) {

@@ -1,7 +1,7 @@
 // bfloat16 on the GPU against the CPU: conversions bit for bit (float32 and float64 sources with
 // values at and around rounding ties, the special values, subnormals), the kernels written for
 // every dtype (fill, comparisons, where, gather, strided copies), the reductions, the elementwise
-// math (unary and binary ops, the activations' fused gradients), and the bfloat16
+// math (unary and binary ops, the activations' fused gradients), softmax, cross-entropy, and the bfloat16
 // GEMM on cuBLAS held to the error bound of float32 accumulation at awkward sizes, batched, with
 // stored transposes, and with the gradient through to().
 #include <cstring>
@@ -123,6 +123,31 @@ TEST(CudaBFloat16, SoftmaxMatchesTheCpu) {
       EXPECT_TRUE(within_bound(grad(f(device_leaf), {device_leaf}, on_gpu(dy))[0], grad(f(leaf), {leaf}, dy)[0], bound))
           << what << " gradient";
     }
+}
+
+// Cross-entropy on bfloat16 logits: rows of every alignment (203 classes: a row's first 16-byte
+// boundary moves from row to row), whole packs (8192) and a block per row (50257), ignored
+// targets among them. The float32 losses within float32 rounding of the CPU's; the bfloat16
+// gradient within one unit (the GPU's exp and the CPU's may round a product either way).
+TEST(CudaBFloat16, CrossEntropyMatchesTheCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  for (const int64_t classes : {203, 8192, 50257}) {
+    const Tensor x = to(random_normal({37, classes}, kFloat32, seed + classes) * 3.0, kBFloat16);
+    std::vector<int64_t> targets = randint(0, classes, {37}).to_vector<int64_t>();
+    for (size_t i = 3; i < targets.size(); i += 7) targets[i] = -100;
+    const Tensor t = from_vector(targets, {37});
+    const Tensor dloss = random_normal({37}, kFloat32, seed + 1);
+    const std::string what = std::to_string(classes) + " classes, seed " + std::to_string(seed);
+    const Tensor leaf = clone(x).requires_grad_(), device_leaf = on_gpu(x).requires_grad_();
+    const Tensor loss = cross_entropy(leaf, t, -100, Reduction::None);
+    const Tensor device_loss = cross_entropy(device_leaf, on_gpu(t), -100, Reduction::None);
+    EXPECT_EQ(device_loss.dtype(), kFloat32) << what;
+    EXPECT_TRUE(matches_cpu(device_loss, loss, 1e-5, 1e-5)) << what;
+    const Tensor g = grad(device_loss, {device_leaf}, on_gpu(dloss))[0];
+    EXPECT_EQ(g.dtype(), kBFloat16) << what;
+    EXPECT_TRUE(matches_cpu(g, grad(loss, {leaf}, dloss)[0], std::ldexp(1.0, -7), 1e-7)) << what;
+  }
 }
 
 TEST(CudaBFloat16, FillComparisonsWhereGatherAndReductions) {

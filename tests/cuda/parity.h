@@ -15,9 +15,10 @@ inline Device gpu() { return Device::cuda(0); }
 
 inline Tensor on_gpu(const Tensor& t) { return to(t, gpu()); }
 
-// Normal values of `shape`, reproducible from `seed`.
+// Normal values of `shape`, reproducible from `seed` (bfloat16: float32 draws, rounded).
 inline Tensor random_normal(const Shape& shape, DType dtype, uint64_t seed) {
   Generator gen(seed);
+  if (dtype == kBFloat16) return to(randn(shape, kFloat32, &gen), kBFloat16);
   return randn(shape, dtype, &gen);
 }
 

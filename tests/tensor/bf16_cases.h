@@ -1,12 +1,16 @@
 #pragma once
 // What the CPU's tests of the bfloat16 math (tests/tensor/bfloat16_test.cpp) and the GPU's parity
 // with it (tests/cuda/bfloat16_test.cpp) share: the unary ops that take bfloat16, as a user calls
-// them, each with the inputs it is defined on; and the bound on softmax's bfloat16 gradient.
+// them, each with the inputs it is defined on; the bound on softmax's bfloat16 gradient; and the
+// norms' kernels called as the autograd op calls them, with the statistics in hand.
 #include <cmath>
 #include <functional>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "autograd/ops.h"
+#include "tensor/backend.h"
 
 namespace linea::testing {
 
@@ -74,5 +78,46 @@ inline ::testing::AssertionResult within_bound(const Tensor& actual, const Tenso
       return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << e[i] << ", bound " << b[i];
   return ::testing::AssertionSuccess();
 }
+
+// A norm kernel's call: LayerNorm, or RMSNorm (no mean, no bias); x (rows, C); weight and bias
+// (C) in compute_dtype(x) or undefined; y of dtype `out`.
+struct NormCall {
+  bool rms;
+  Tensor x, weight, bias;
+  DType out;
+  double eps = 1e-5;
+};
+struct NormForward {
+  Tensor y, mean, rstd;  // mean undefined for RMSNorm
+};
+struct NormBackward {
+  Tensor dx, dweight, dbias;
+};
+
+inline NormForward norm_forward(const NormCall& c) {
+  const DType stats = compute_dtype(c.x.dtype());
+  const Shape rows{c.x.size(0)};
+  NormForward f{empty(c.x.shape(), c.out, c.x.device()), c.rms ? Tensor() : empty(rows, stats, c.x.device()),
+                empty(rows, stats, c.x.device())};
+  if (c.rms) backend_for(c.x).rms_norm(c.x, c.weight, c.eps, f.y, f.rstd);
+  else backend_for(c.x).layer_norm(c.x, c.weight, c.bias, c.eps, f.y, f.mean, f.rstd);
+  return f;
+}
+
+// The backward from dy (y's dtype), with the forward's statistics, adding dx_add (x's dtype, or
+// undefined); the parameter gradients where the call has the parameter.
+inline NormBackward norm_backward(const NormCall& c, const NormForward& f, const Tensor& dy, const Tensor& dx_add) {
+  const DType params = compute_dtype(c.x.dtype());
+  const Shape cols{c.x.size(1)};
+  NormBackward b{empty(c.x.shape(), c.x.dtype(), c.x.device()),
+                 c.weight.defined() ? empty(cols, params, c.x.device()) : Tensor(),
+                 c.bias.defined() ? empty(cols, params, c.x.device()) : Tensor()};
+  if (c.rms) backend_for(c.x).rms_norm_backward(c.x, c.weight, f.rstd, dy, b.dx, b.dweight, dx_add);
+  else backend_for(c.x).layer_norm_backward(c.x, c.weight, f.mean, f.rstd, dy, b.dx, b.dweight, b.dbias, dx_add);
+  return b;
+}
+
+// t in float64 on t's device (undefined stays undefined).
+inline Tensor as_float64(const Tensor& t) { return t.defined() ? to(t, kFloat64) : t; }
 
 }  // namespace linea::testing

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/backend.h"
 #include "tests/tensor/bf16_matmul_bound.h"
 #include "tests/tensor/bf16_cases.h"
 #include "tests/test_util.h"
@@ -292,10 +293,65 @@ TEST(BFloat16Tensor, SoftmaxComputesInFloat32AndRoundsOnce) {
     }
 }
 
+// Cross-entropy on bfloat16 logits computes as the float32 kernel does on the widened logits: the
+// loss (float32) is exactly float32's, every reduction; the logits' gradient is float32's rounded
+// once. Rows with ignored targets among them.
+TEST(BFloat16Tensor, CrossEntropyComputesInFloat32) {
+  Generator gen(std::random_device{}());
+  const Tensor x = to(randn({37, 203}, kFloat32, &gen) * 3.0, kBFloat16), wide = to(x, kFloat32);
+  std::vector<int64_t> targets = randint(0, 203, {37}, kCPU, &gen).to_vector<int64_t>();
+  for (size_t i = 3; i < targets.size(); i += 7) targets[i] = -100;
+  const Tensor t = from_vector(targets, {37});
+  for (const Reduction reduction : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
+    const Tensor loss = cross_entropy(x, t, -100, reduction);
+    EXPECT_EQ(loss.dtype(), kFloat32);
+    EXPECT_TRUE(all_close(loss, cross_entropy(wide, t, -100, reduction), 0, 0));
+    const Tensor leaf = clone(x).requires_grad_(), wide_leaf = clone(wide).requires_grad_();
+    const Tensor dloss = reduction == Reduction::None ? randn({37}, kFloat32, &gen) : Tensor();
+    const Tensor g = dloss.defined() ? grad(cross_entropy(leaf, t, -100, reduction), {leaf}, dloss)[0]
+                                     : grad(cross_entropy(leaf, t, -100, reduction), {leaf})[0];
+    const Tensor g32 = dloss.defined() ? grad(cross_entropy(wide_leaf, t, -100, reduction), {wide_leaf}, dloss)[0]
+                                       : grad(cross_entropy(wide_leaf, t, -100, reduction), {wide_leaf})[0];
+    EXPECT_EQ(g.dtype(), kBFloat16);
+    EXPECT_TRUE(all_close(g, to(g32, kBFloat16), 0, 0));
+  }
+}
+
+// Causal attention on bfloat16 runs the float32 kernel on the widened inputs and rounds once: the
+// output is float32's rounded and lse (float32) is float32's; the backward, from the rounded
+// output, is the float32 backward's given that output, rounded. Grouped heads, fewer queries than
+// keys, with and without a window; and through the op, the gradients arrive in bfloat16.
+TEST(BFloat16Tensor, AttentionComputesInFloat32AndRoundsOnce) {
+  Generator gen(std::random_device{}());
+  const Tensor q = to(randn({2, 4, 19, 16}, kFloat32, &gen), kBFloat16);
+  const Tensor k = to(randn({2, 2, 23, 16}, kFloat32, &gen), kBFloat16), v = to(randn({2, 2, 23, 16}, kFloat32, &gen), kBFloat16);
+  const Tensor dout = to(randn({2, 4, 19, 16}, kFloat32, &gen), kBFloat16);
+  const Backend& cpu = backend_for(q);
+  const double scale = 0.25;
+  auto wide = [](const Tensor& t) { return to(t, kFloat32); };
+  for (const int64_t window : {0, 7}) {
+    const Tensor out = empty(q.shape(), kBFloat16), lse = empty({2, 4, 19}, kFloat32);
+    const Tensor out32 = empty(q.shape(), kFloat32), lse32 = empty({2, 4, 19}, kFloat32);
+    cpu.attention(q, k, v, scale, window, out, lse);
+    cpu.attention(wide(q), wide(k), wide(v), scale, window, out32, lse32);
+    EXPECT_TRUE(all_close(out, to(out32, kBFloat16), 0, 0)) << "window " << window;
+    EXPECT_TRUE(all_close(lse, lse32, 0, 0)) << "window " << window;
+    std::vector<Tensor> g, g32;
+    for (const Tensor& t : {q, k, v}) g.push_back(empty(t.shape(), kBFloat16)), g32.push_back(empty(t.shape(), kFloat32));
+    cpu.attention_backward(q, k, v, out, lse, dout, scale, window, g[0], g[1], g[2]);
+    cpu.attention_backward(wide(q), wide(k), wide(v), wide(out), lse, wide(dout), scale, window, g32[0], g32[1], g32[2]);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(g[i], to(g32[i], kBFloat16), 0, 0)) << "window " << window << " input " << i;
+  }
+  const Tensor lq = clone(q).requires_grad_(), lk = clone(k).requires_grad_(), lv = clone(v).requires_grad_();
+  const Tensor y = scaled_dot_product_attention(lq, lk, lv, 5);
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  for (const Tensor& gi : grad(y, {lq, lk, lv}, dout)) EXPECT_EQ(gi.dtype(), kBFloat16);
+}
+
 TEST(BFloat16Tensor, KernelsWithoutItSayWhatToDo) {
   const Tensor a = to(randn({2, 4}, kFloat32), kBFloat16);
-  EXPECT_LINEA_ERROR(cross_entropy(a, zeros({2}, kInt64)), "bfloat16", "float32");
-  EXPECT_LINEA_ERROR(rms_norm(a, to(ones({4}, kFloat32), kBFloat16)), "bfloat16");
+  const Tensor table = to(ones({2, 2}, kFloat32), kBFloat16);
+  EXPECT_LINEA_ERROR(rotary_embedding(a, table, table), "bfloat16", "float32");
 }
 
 }  // namespace

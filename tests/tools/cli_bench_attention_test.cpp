@@ -27,6 +27,15 @@ TEST(CliBenchAttention, PrintsOneLinePerLength) {
   }
 }
 
+TEST(CliBenchAttention, TimesBfloat16) {
+  const Outcome o = run_linea("bench attention --device cpu --lengths 17 --batch 1 --heads 2 --head-dim 8 "
+                              "--dtype bfloat16 --repeats 1 --threads 1");
+  ASSERT_EQ(o.status, 0) << o.output;
+  const json::Value line = json::parse(o.output.substr(0, o.output.find('\n')));
+  EXPECT_EQ(line.at("dtype").get<std::string>(), "bfloat16");
+  EXPECT_GT(line.at("fwd_bwd_ms").get<double>(), 0.0) << line.dump();
+}
+
 TEST(CliBenchAttention, RefusesBadFlags) {
   const std::string tiny = "bench attention --device cpu --lengths 8 --batch 1 --heads 1 --head-dim 4 ";
   for (const auto& [flags, message] : {std::pair<std::string, std::string>{"--repeats 0", "--repeats must be at least 1"},
@@ -34,7 +43,8 @@ TEST(CliBenchAttention, RefusesBadFlags) {
                                        {"--batch 0", "--batch, --heads and --head-dim must be at least 1"},
                                        {"--head-dim -1", "--batch, --heads and --head-dim must be at least 1"},
                                        {"--window -2", "--window must be 0"},
-                                       {"--lengths 8,0", "lengths"}}) {
+                                       {"--lengths 8,0", "lengths"},
+                                       {"--dtype float16", "--dtype"}}) {
     const Outcome o = run_linea(tiny + flags);
     EXPECT_EQ(o.status, 2) << flags << ": " << o.output;
     EXPECT_NE(o.output.find(message), std::string::npos) << flags << ": " << o.output;

@@ -1,6 +1,7 @@
 # The PyTorch anchors, from ../shared/bench/torch_bench.py's own functions, by the names given:
 #   sdpa             SDPA causal fwd+bwd in fp32 at T = 1k, 4k, 16k (B=8, H=8, d=64, as
-#                    `linea bench attention`);
+#                    `linea bench attention`); sdpa_bf16: the same in bf16 (its FlashAttention
+#                    backend; `linea bench attention --dtype bfloat16`);
 #   gla_kernel       flash-linear-attention's chunk_gla alone, fwd and fwd+bwd in fp32, at the same
 #                    shapes (torch_bench.bench_kernel, as `linea bench scan --what kernel`), and its
 #                    peak memory;
@@ -23,13 +24,14 @@ tb.emit(kind="env", torch=torch.__version__, device=torch.cuda.get_device_name()
 cfg = dict(V=8192, d=512, L=6, H=8, B=16, T=1024)
 
 
-def sdpa(T, B=8, H=8, D=64):
-    q, k, v = (torch.randn(B, H, T, D, device="cuda", requires_grad=True) for _ in range(3))
-    do = torch.randn(B, H, T, D, device="cuda")
+def sdpa(T, B=8, H=8, D=64, prec="fp32"):
+    dt = torch.bfloat16 if prec == "bf16" else torch.float32
+    q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dt, requires_grad=True) for _ in range(3))
+    do = torch.randn(B, H, T, D, device="cuda", dtype=dt)
 
     def f():
         F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(do)
-    tb.emit(kind="kernel", T=T, B=B, H=H, D=D, prec="fp32", sdpa_causal_ms=round(tb.cuda_time(f), 3))
+    tb.emit(kind="kernel", T=T, B=B, H=H, D=D, prec=prec, sdpa_causal_ms=round(tb.cuda_time(f), 3))
 
 
 def gla_kernel(T, B=8, H=8, D=64):
@@ -50,9 +52,9 @@ def gla_kernel(T, B=8, H=8, D=64):
 
 
 for what in sys.argv[1].split(","):
-    if what == "sdpa":
+    if what in ("sdpa", "sdpa_bf16"):
         for T in (1024, 4096, 16384):
-            sdpa(T)
+            sdpa(T, prec="bf16" if what == "sdpa_bf16" else "fp32")
     elif what == "gla_kernel":
         for T in (1024, 4096, 16384):
             gla_kernel(T)
