@@ -153,9 +153,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // a (..., M, K) @ b (..., K, N) with batch broadcasting; a 1-D operand is a vector as in NumPy.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // matmul for mixed precision (nn/precision.h): a and b (float32 or bfloat16) rounded to bfloat16,
-// the products accumulated in float32, the result float32 (never rounded to bfloat16). Its
-// gradients are float32 and themselves such products (of the gradient rounded to bfloat16).
-Tensor matmul_bf16(const Tensor& a, const Tensor& b);
+// the products accumulated in float32, the result in `out`: float32 (never rounded to bfloat16)
+// or bfloat16 (rounded once, for activations that stay bfloat16). Its gradients are such products
+// too (of the gradient rounded to bfloat16), each in its operand's dtype.
+Tensor matmul_bf16(const Tensor& a, const Tensor& b, DType out = kFloat32);
 
 // ---- softmax family and losses ----
 Tensor softmax(const Tensor& x, int64_t dim = -1);
@@ -194,7 +195,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 //   y_i = x_i cos - x_{i+half} sin,   y_{i+half} = x_{i+half} cos + x_i sin,   y_j = x_j (j >= 2 half),
 // equal to x * [cos, cos] + rotate_half(x) * [sin, sin]. y is laid out in memory like x (when x
 // is dense), so transposed inputs cost no copy. Differentiable in x (the backward is the inverse
-// rotation, itself differentiable); the tables are constants.
+// rotation, itself differentiable); the tables are constants, float32 for bfloat16 x (bfloat16
+// tables are widened).
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 // ---- scan ----

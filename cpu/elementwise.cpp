@@ -239,7 +239,8 @@ void CpuBackend::refined_log_gate_backward(const Tensor& a, const Tensor& c, con
 }
 
 // The pairs as six same-shaped views (cos and sin broadcast over the leading dims), through the
-// elementwise loop.
+// elementwise loop. bfloat16 x and y: the tables in float32 (compute_t), each pair rotated in
+// float32 and rounded once.
 void CpuBackend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& y) const {
   const int64_t half = cos.size(1), dh = x.size(-1), last = x.dim() - 1;
   Shape pair_shape = x.shape();
@@ -248,16 +249,22 @@ void CpuBackend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, b
   const Tensor y1 = views::slice(y, last, 0, half, 1), y2 = views::slice(y, last, half, 2 * half, 1);
   const Tensor c = views::expand(cos, pair_shape), s = views::expand(sin, pair_shape);
   if (2 * half < dh) copy(views::slice(x, last, 2 * half, dh, 1), views::slice(y, last, 2 * half, dh, 1));
-  dispatch_floating(y.dtype(), "rotary", [&]<class T>() {
-    const T *pa = x1.data<T>(), *pb = x2.data<T>(), *pc = c.data<T>(), *ps = s.data<T>();
+  dispatch_floating_or_bf16(y.dtype(), "rotary", [&]<class T>() {
+    using C = compute_t<T>;
+    const T *pa = x1.data<T>(), *pb = x2.data<T>();
+    const C *pc = c.data<C>(), *ps = s.data<C>();
     T *pu = y1.data<T>(), *pw = y2.data<T>();
-    const T sign = inverse ? T(-1) : T(1);
+    const C sign = inverse ? C(-1) : C(1);
     for_each_run<6>(pair_shape, {&x1.strides(), &x2.strides(), &c.strides(), &s.strides(), &y1.strides(), &y2.strides()},
                     [&](const std::array<int64_t, 6>& at, int64_t n, const std::array<int64_t, 6>& step) {
-                      for (int64_t i = 0; i < n; ++i)
-                        scalar::rotate_pair(pa[at[0] + i * step[0]], pb[at[1] + i * step[1]], pc[at[2] + i * step[2]],
-                                            sign * ps[at[3] + i * step[3]], pu[at[4] + i * step[4]],
-                                            pw[at[5] + i * step[5]]);
+                      for (int64_t i = 0; i < n; ++i) {
+                        C u, w;
+                        scalar::rotate_pair(static_cast<C>(pa[at[0] + i * step[0]]),
+                                            static_cast<C>(pb[at[1] + i * step[1]]), pc[at[2] + i * step[2]],
+                                            sign * ps[at[3] + i * step[3]], u, w);
+                        pu[at[4] + i * step[4]] = static_cast<T>(u);
+                        pw[at[5] + i * step[5]] = static_cast<T>(w);
+                      }
                     });
   });
 }

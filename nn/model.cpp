@@ -61,6 +61,9 @@ bool is_index(const std::string& part) {
   return !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// t in the dtype of `like` (a bfloat16 branch output widened to join the float32 residual stream).
+Tensor in_dtype_of(const Tensor& t, const Tensor& like) { return t.dtype() == like.dtype() ? t : to(t, like.dtype()); }
+
 }  // namespace
 
 std::string current_parameter_name(const std::string& key) {
@@ -94,15 +97,18 @@ Tensor Block::residual_dropout(const Tensor& x) {
 }
 
 Tensor Block::mlp_branch(const Tensor& x) {
-  return mlp->forward(mlp_norm->forward(x));
+  return mlp->forward(mlp_norm->forward(x, activation_dtype(x)));
 }
 
 Tensor Block::forward(const Tensor& x, MixerIO* io) {
-  const Tensor mixer_in = mixer_norm->forward(x);
+  // Under bfloat16 precision the branches run on bfloat16 activations where their kernels allow
+  // (nn/precision.h); the residual stream x stays in its dtype and takes each branch widened.
+  const DType mixer_dtype = mixer->takes_bfloat16() ? activation_dtype(x) : x.dtype();
+  const Tensor mixer_in = mixer_norm->forward(x, mixer_dtype);
   const Tensor mixer_out = mixer->forward(mixer_in);
-  if (io) *io = {mixer_in, mixer_out};
-  const Tensor h = x + residual_dropout(mixer_out);
-  return h + residual_dropout(mlp_branch(h));
+  if (io) *io = {in_dtype_of(mixer_in, x), in_dtype_of(mixer_out, x)};  // in the stream's dtype, for linearizing
+  const Tensor h = x + residual_dropout(in_dtype_of(mixer_out, x));
+  return h + residual_dropout(in_dtype_of(mlp_branch(h), h));
 }
 
 Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {
@@ -182,8 +188,8 @@ void LanguageModel::check_ids(const Tensor& ids, const char* what) const {
               ids.describe());
 }
 
-Tensor LanguageModel::logits(const Tensor& h) {
-  const Tensor normed = final_norm_->forward(h);
+Tensor LanguageModel::logits(const Tensor& h, DType dtype) {
+  const Tensor normed = final_norm_->forward(h, dtype);
   return head_ ? head_->forward(normed) : linear_product(normed, embed_->weight);
 }
 
@@ -192,7 +198,7 @@ Tensor LanguageModel::forward(const Tensor& ids) {
   LINEA_CHECK(ids.dim() == 2, "LanguageModel", "ids must be (batch, time), got ", ids.describe());
   Tensor h = embed_->forward(ids);
   for (const auto& block : blocks_) h = block->forward(h);
-  return logits(h);
+  return logits(h, activation_dtype(h));
 }
 
 std::vector<MixerIO> LanguageModel::mixer_activations(const Tensor& ids, int64_t layers) {
@@ -242,7 +248,8 @@ Tensor LanguageModel::prefill(const Tensor& ids, State& state) {
   for (size_t i = 0; i < blocks_.size(); ++i)
     h = i + 1 < blocks_.size() ? blocks_[i]->prefill(h, *state.layers[i]) : blocks_[i]->prefill_last(h, *state.layers[i]);
   state.position += ids.size(1);
-  return logits(select(h, 1, h.size(1) - 1));
+  const Tensor last = select(h, 1, h.size(1) - 1);
+  return logits(last, last.dtype());  // float32 for the sampler, whatever the products' precision
 }
 
 LanguageModel::State LanguageModel::stack_states(const std::vector<const State*>& rows) const {

@@ -85,7 +85,9 @@ class LanguageModel : public Module {
  public:
   LanguageModel(const ModelConfig& config, Generator& gen);
 
-  Tensor forward(const Tensor& ids);  // ids (B, T) Int64 -> logits (B, T, V)
+  // ids (B, T) Int64 -> logits (B, T, V): float32 for a float32 model, bfloat16 under bfloat16
+  // precision (nn/precision.h; cross_entropy takes them and computes in float32).
+  Tensor forward(const Tensor& ids);
   // The mixers' inputs and outputs in blocks 0 .. layers-1 on ids; the blocks after them and the
   // head are not run. The teacher's side of attention transfer (train/linearize.h).
   std::vector<MixerIO> mixer_activations(const Tensor& ids, int64_t layers);
@@ -118,7 +120,8 @@ class LanguageModel : public Module {
   Generator& dropout_generator() const { return *dropout_gen_; }
 
  private:
-  Tensor logits(const Tensor& h);
+  // The head's logits of the last hidden states h, in dtype (h's, or bfloat16: activation_dtype).
+  Tensor logits(const Tensor& h, DType dtype);
   void check_ids(const Tensor& ids, const char* what) const;
   // The state has this model's layers, and room for new_tokens more in every reserved one.
   void check_state(const State& state, int64_t new_tokens = 0) const;

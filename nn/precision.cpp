@@ -22,8 +22,13 @@ Precision product_precision() { return t_precision; }
 void set_product_precision(Precision precision) { t_precision = precision; }
 
 Tensor linear_product(const Tensor& x, const Tensor& weight) {
-  if (t_precision == Precision::Float32 || x.dtype() != kFloat32) return matmul(x, t(weight));
-  return matmul_bf16(x, t(weight));
+  if (t_precision == Precision::Float32 || (x.dtype() != kFloat32 && x.dtype() != kBFloat16))
+    return matmul(x, t(weight));
+  return matmul_bf16(x, t(weight), x.dtype());
+}
+
+DType activation_dtype(const Tensor& x) {
+  return t_precision == Precision::BFloat16 && x.dtype() == kFloat32 ? kBFloat16 : x.dtype();
 }
 
 }  // namespace linea::nn

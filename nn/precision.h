@@ -1,13 +1,19 @@
 #pragma once
-// Mixed precision for the products of the Linear layers and the LM head (`linea train --precision
-// bf16`). While a PrecisionScope of bfloat16 lives on this thread, x W^T runs as a bfloat16 x
-// bfloat16 product with float32 accumulation (the bfloat16 tensor cores on CUDA; the CPU computes
-// the same in float32 and rounds, as a reference) and the result is widened back to float32:
-//   - the weights stay float32 master copies: the optimizer and its state see only float32;
-//   - the backward's products (dy W and dy^T x, dy rounded to bfloat16) run the same way, and
-//     the gradients arrive in float32;
-//   - everything between the products (norms, softmax and linear attention, the scans, the
-//     cross-entropy, the gradient norm) computes in float32.
+// Mixed precision (`linea train --precision bf16`). While a PrecisionScope of bfloat16 lives on
+// this thread:
+//   - x W^T runs as a bfloat16 x bfloat16 product with float32 accumulation (the bfloat16 tensor
+//     cores on CUDA; the CPU computes the same in float32 and rounds, as a reference), its result
+//     in x's dtype: float32 for float32 x, bfloat16 for bfloat16 x;
+//   - the weights stay float32 master copies: the optimizer and its state see only float32, and
+//     the backward's products (dy W and dy^T x, dy rounded to bfloat16) give each gradient in its
+//     operand's dtype, the weights' in float32;
+//   - in the training forward (Block::forward, LanguageModel::forward) the residual stream stays
+//     float32 and the branches that have bfloat16 kernels run on bfloat16 activations
+//     (activation_dtype): the norm before them writes bfloat16, the products, softmax attention,
+//     the MLP's activation and the LM head's logits stay bfloat16, and the branch's output joins
+//     the float32 stream widened; the cross-entropy, the norms' statistics, the linear-attention
+//     mixers (no bfloat16 scan yet) and the gradient norm compute in float32;
+//   - decoding and prompt processing keep float32 activations, with the products in bfloat16.
 // bfloat16 keeps float32's exponent range, so no gradient underflows where float32's would not:
 // unlike float16 it needs no loss scaling (docs/math.md says more).
 // float64 models ignore the setting: they are there to check gradients to the last digit.
@@ -33,5 +39,9 @@ using PrecisionScope = ScopedSetting<Precision, product_precision, set_product_p
 // x W^T for x (..., in) and a weight W (out, in), in this thread's precision. W is rounded as
 // stored and read through a transposed view, so the product reads it in place, as in float32.
 Tensor linear_product(const Tensor& x, const Tensor& weight);
+
+// The dtype a branch's activations take for float32 input x: bfloat16 under bfloat16 precision,
+// x's own dtype otherwise.
+DType activation_dtype(const Tensor& x);
 
 }  // namespace linea::nn

@@ -3,9 +3,9 @@
 // indices (embedding ids, targets, gather positions); Bool holds masks (where, masked_fill, tril).
 // BFloat16 (tensor/bfloat16.h) is the half-size float of mixed precision: it is stored, converted,
 // copied, compared, gathered, printed, saved, reduced, multiplied (matmul) and taken by the
-// elementwise math (unary, binary, their derivatives), softmax, cross-entropy, the norms and
-// attention, each element computed in float32 and rounded once; the other math kernels take
-// float32 and float64 and name bfloat16 in their error.
+// elementwise math (unary, binary, their derivatives), softmax, cross-entropy, the norms, the
+// rotary embedding and attention, each element computed in float32 and rounded once; the other
+// math kernels take float32 and float64 and name bfloat16 in their error.
 #include <cstddef>
 #include <cstdint>
 #include <string>

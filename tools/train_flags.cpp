@@ -58,8 +58,9 @@ void add_device_flags(Flags& f, std::string& device, std::string& precision) {
 
 void add_precision_flag(Flags& f, std::string& precision) {
   f.add_choice("precision", &precision, {"fp32", "bf16"},
-               "bf16: the Linear layers' and the LM head's products in bfloat16 (float32 accumulation; float32 "
-               "master weights, optimizer state and everything between the products)");
+               "bf16: products in bfloat16 (float32 accumulation) and, in training and evaluation, bfloat16 "
+               "activations where the kernels have them (softmax attention, the MLPs, the logits); float32 "
+               "master weights, optimizer state, residual stream, norm statistics and loss");
 }
 
 std::string to_flag_name(std::string key) {

@@ -59,7 +59,7 @@ struct TrainOptions {
   // Run.
   uint64_t seed = 0;
   std::string device = "cpu";
-  std::string precision = "fp32";  // fp32 | bf16: the Linear layers' products in bfloat16 (nn/precision.h)
+  std::string precision = "fp32";  // fp32 | bf16: bfloat16 products and activations (nn/precision.h)
   std::string out = "runs/default";
   bool resume = false;
   int64_t eval_every = 100;

@@ -27,26 +27,31 @@ Tensor as_bfloat16(const Tensor& t) {
 }
 
 // a (..., M, K) @ b (..., K, N), both at least 2-D. bf16: the operands rounded to bfloat16 and
-// the result float32 (matmul_bf16); its gradients are products of the same kind.
-Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, bool bf16) {
+// the result in out_dtype (matmul_bf16); its gradients are products of the same kind, each in its
+// operand's dtype.
+Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, bool bf16, DType out_dtype) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const char* op = bf16 ? "matmul_bf16" : "matmul";
   LINEA_CHECK(b.size(-2) == k, op, "inner sizes differ: ", a.describe(), " @ ", b.describe());
   const Shape batch = broadcast_shapes(batch_of(a), batch_of(b), op);
   const Tensor a_op = bf16 ? as_bfloat16(a) : a, b_op = bf16 ? as_bfloat16(b) : b;
-  Tensor y = empty(with_matrix(batch, m, n), bf16 ? kFloat32 : a.dtype(), a.device());
+  Tensor y = empty(with_matrix(batch, m, n), bf16 ? out_dtype : a.dtype(), a.device());
   backend_for(a).matmul(broadcast_view(a_op, with_matrix(batch, m, k), op),
                         broadcast_view(b_op, with_matrix(batch, k, n), op), y, /*accumulate=*/false);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  const auto product = bf16 ? matmul_bf16 : static_cast<Tensor (*)(const Tensor&, const Tensor&)>(matmul);
+  // A gradient's product, in the dtype of the operand it belongs to.
+  const auto product = [bf16](const Tensor& x, const Tensor& y, DType into) {
+    return bf16 ? matmul_bf16(x, y, into) : matmul(x, y);
+  };
   // forward was y = a b, so: ga = gy b^T and gb = a^T gy, each summed over broadcast batch dims.
   // (The bf16 product saves the rounded operands: half the bytes, and the backward's rounding of
   // them is then no work.)
   return record(op, {a, b}, y, [as = SavedTensor(a_op), bs = SavedTensor(b_op), need_a, need_b, product,
-                                a_shape = a.shape(), b_shape = b.shape()](const Tensor& gy) -> Grads {
+                                a_shape = a.shape(), b_shape = b.shape(), a_dtype = a.dtype(),
+                                b_dtype = b.dtype()](const Tensor& gy) -> Grads {
     const Tensor a = as.get(), b = bs.get();
     Tensor ga, gb;
-    if (need_a) ga = sum_to(product(gy, transpose(b, -1, -2)), a_shape);
+    if (need_a) ga = sum_to(product(gy, transpose(b, -1, -2), a_dtype), a_shape);
     if (need_b) {
       if (b.dim() == 2 && a.dim() > 2) {
         // A weight shared by the whole batch: one (K, rows) @ (rows, N) product, not a batch of
@@ -55,9 +60,9 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, bool bf16) {
         // arrives contiguous instead of as a transposed view to be copied.
         const Tensor a2 = reshape(a, {-1, a.size(-1)}), g2 = reshape(gy, {-1, gy.size(-1)});
         const bool transposed_weight = b.stride(0) == 1 && b.stride(1) == b.size(0) && b.size(0) > 1;
-        gb = transposed_weight ? t(product(t(g2), a2)) : product(t(a2), g2);
+        gb = transposed_weight ? t(product(t(g2), a2, b_dtype)) : product(t(a2), g2, b_dtype);
       } else {
-        gb = sum_to(product(transpose(a, -1, -2), gy), b_shape);
+        gb = sum_to(product(transpose(a, -1, -2), gy, b_dtype), b_shape);
       }
     }
     return {ga, gb};
@@ -65,7 +70,7 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, bool bf16) {
 }
 
 // Vectors as in NumPy: a (K) is a row (1, K), b (K) a column (K, 1); the added dim is removed.
-Tensor matmul_any(const Tensor& a, const Tensor& b, bool bf16) {
+Tensor matmul_any(const Tensor& a, const Tensor& b, bool bf16, DType out_dtype = kFloat32) {
   const char* op = bf16 ? "matmul_bf16" : "matmul";
   if (bf16) {  // float32 and bfloat16 mix here (a backward's float32 gradient with a saved operand)
     check_defined(a, op);
@@ -76,10 +81,11 @@ Tensor matmul_any(const Tensor& a, const Tensor& b, bool bf16) {
   }
   LINEA_CHECK(a.dim() >= 1 && b.dim() >= 1, op, "needs at least 1-D operands, got ", a.describe(), " @ ",
               b.describe());
-  if (a.dim() == 1 && b.dim() == 1) return reshape(matmul_2d_or_more(unsqueeze(a, 0), unsqueeze(b, 1), bf16), {});
-  if (a.dim() == 1) return squeeze(matmul_2d_or_more(unsqueeze(a, 0), b, bf16), -2);
-  if (b.dim() == 1) return squeeze(matmul_2d_or_more(a, unsqueeze(b, 1), bf16), -1);
-  return matmul_2d_or_more(a, b, bf16);
+  if (a.dim() == 1 && b.dim() == 1)
+    return reshape(matmul_2d_or_more(unsqueeze(a, 0), unsqueeze(b, 1), bf16, out_dtype), {});
+  if (a.dim() == 1) return squeeze(matmul_2d_or_more(unsqueeze(a, 0), b, bf16, out_dtype), -2);
+  if (b.dim() == 1) return squeeze(matmul_2d_or_more(a, unsqueeze(b, 1), bf16, out_dtype), -1);
+  return matmul_2d_or_more(a, b, bf16, out_dtype);
 }
 
 }  // namespace
@@ -112,10 +118,11 @@ Tensor& matmul_add_(Tensor& out, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor matmul_bf16(const Tensor& a, const Tensor& b) {
+Tensor matmul_bf16(const Tensor& a, const Tensor& b, DType out) {
   LINEA_CHECK((a.dtype() == kFloat32 || a.dtype() == kBFloat16) && (b.dtype() == kFloat32 || b.dtype() == kBFloat16),
               "matmul_bf16", "takes float32 or bfloat16 operands, got ", a.describe(), " @ ", b.describe());
-  return matmul_any(a, b, true);
+  LINEA_CHECK(out == kFloat32 || out == kBFloat16, "matmul_bf16", "writes float32 or bfloat16, not ", dtype_name(out));
+  return matmul_any(a, b, true, out);
 }
 
 }  // namespace linea

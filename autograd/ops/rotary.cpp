@@ -28,18 +28,29 @@ Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, bool invers
 
 }  // namespace
 
-Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos_, const Tensor& sin_) {
   const char* op = "rotary_embedding";
   check_floating(x, op);
-  check_compatible(x, cos, op);
-  check_compatible(x, sin, op);
+  check_defined(cos_, op);
+  check_defined(sin_, op);
+  LINEA_CHECK(!cos_.requires_grad() && !sin_.requires_grad(), op,
+              "cos and sin are constant tables and take no gradient; detach them");
+  // The tables in the type the rotation computes in: float32 for bfloat16 x (bfloat16 tables are
+  // widened).
+  const DType table_dtype = compute_dtype(x.dtype());
+  auto table = [&](const Tensor& t) { return t.dtype() == kBFloat16 && table_dtype != kBFloat16 ? to(t, table_dtype) : t; };
+  const Tensor cos = table(cos_), sin = table(sin_);
+  for (const Tensor* t : {&cos, &sin}) {
+    LINEA_CHECK(t->device() == x.device(), op, "the tables must be on x's device: ", t->describe(), " and ",
+                x.describe());
+    LINEA_CHECK(t->dtype() == table_dtype, op, "the tables must be ", dtype_name(table_dtype), " for ", x.describe(),
+                ", got ", t->describe());
+  }
   LINEA_CHECK(x.dim() >= 2, op, "expects x (..., T, dh), got ", x.describe());
   LINEA_CHECK(cos.dim() == 2 && cos.shape() == sin.shape() && cos.size(0) == x.size(-2) &&
                   2 * cos.size(1) <= x.size(-1),
               op, "expects cos and sin (T, half) with T = x's dim -2 and 2 half <= x's last dim, got x ",
               x.describe(), ", cos ", cos.describe(), ", sin ", sin.describe());
-  LINEA_CHECK(!cos.requires_grad() && !sin.requires_grad(), op,
-              "cos and sin are constant tables and take no gradient; detach them");
   // The tables' rows are read contiguously (a narrow of a longer table along positions is).
   return rotate(x, contiguous_rows(cos), contiguous_rows(sin), false, x.strides());
 }

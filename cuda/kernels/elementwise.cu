@@ -228,17 +228,18 @@ struct WhereFn {
 // (i, i + half) and then over the dims past 2 half, which are copied. Rows are found through
 // their leading-dim strides, in 32-bit arithmetic (the host checks that rows < 2^30). For heads
 // of up to 64 dims, all rotated (the usual case), every row's loads are issued before any store,
-// so that a warp has several rows in flight instead of one small load at a time.
+// so that a warp has several rows in flight instead of one small load at a time. bfloat16 rows
+// rotate in float32 (C = compute_t<T>, the tables' type) and round once.
 constexpr int kRotaryRowsPerWarp = 4;
 
-template <class T>
-__global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int64_t cos_row, int32_t rows,
-                              int32_t length, int half, int dh, StridedOffsets<2> row_at, T sign) {
+template <class T, class C = compute_t<T>>
+__global__ void rotary_kernel(const T* x, T* y, const C* cos, const C* sin, int64_t cos_row, int32_t rows,
+                              int32_t length, int half, int dh, StridedOffsets<2> row_at, C sign) {
   const int lane = threadIdx.x % 32;
   const auto first =
       static_cast<int32_t>((static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * kRotaryRowsPerWarp);
   if (half <= 32 && dh == 2 * half) {
-    T a[kRotaryRowsPerWarp], b[kRotaryRowsPerWarp], c[kRotaryRowsPerWarp], s[kRotaryRowsPerWarp];
+    C a[kRotaryRowsPerWarp], b[kRotaryRowsPerWarp], c[kRotaryRowsPerWarp], s[kRotaryRowsPerWarp];
     int64_t out[kRotaryRowsPerWarp];
 #pragma unroll
     for (int r = 0; r < kRotaryRowsPerWarp; ++r) {
@@ -247,8 +248,8 @@ __global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int6
         int64_t at[2];
         row_at.at(row, at);
         const int64_t table = (row % length) * cos_row + lane;
-        a[r] = x[at[0] + lane];
-        b[r] = x[at[0] + lane + half];
+        a[r] = static_cast<C>(x[at[0] + lane]);
+        b[r] = static_cast<C>(x[at[0] + lane + half]);
         c[r] = cos[table];
         s[r] = sign * sin[table];
         out[r] = at[1] + lane;
@@ -256,7 +257,12 @@ __global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int6
     }
 #pragma unroll
     for (int r = 0; r < kRotaryRowsPerWarp; ++r)
-      if (first + r < rows && lane < half) scalar::rotate_pair(a[r], b[r], c[r], s[r], y[out[r]], y[out[r] + half]);
+      if (first + r < rows && lane < half) {
+        C u, w;
+        scalar::rotate_pair(a[r], b[r], c[r], s[r], u, w);
+        y[out[r]] = static_cast<T>(u);
+        y[out[r] + half] = static_cast<T>(w);
+      }
     return;
   }
   for (int32_t row = first; row < first + kRotaryRowsPerWarp && row < rows; ++row) {
@@ -265,9 +271,14 @@ __global__ void rotary_kernel(const T* x, T* y, const T* cos, const T* sin, int6
     const T* xr = x + at[0];
     T* yr = y + at[1];
     const int64_t t = row % length;
-    const T* ct = cos + t * cos_row;
-    const T* st = sin + t * cos_row;
-    for (int i = lane; i < half; i += 32) scalar::rotate_pair(xr[i], xr[i + half], ct[i], sign * st[i], yr[i], yr[i + half]);
+    const C* ct = cos + t * cos_row;
+    const C* st = sin + t * cos_row;
+    for (int i = lane; i < half; i += 32) {
+      C u, w;
+      scalar::rotate_pair(static_cast<C>(xr[i]), static_cast<C>(xr[i + half]), ct[i], sign * st[i], u, w);
+      yr[i] = static_cast<T>(u);
+      yr[i + half] = static_cast<T>(w);
+    }
     for (int j = 2 * half + lane; j < dh; j += 32) yr[j] = xr[j];
   }
 }
@@ -425,11 +436,12 @@ void CudaBackend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, 
   LINEA_CHECK(rows < (int64_t{1} << 30) && dh < (int64_t{1} << 30), "rotary", "at most 2^30 rows of x, got ",
               x.describe());
   const auto blocks = static_cast<unsigned>(ceil_div(rows, kRowsPerBlock));
-  dispatch_floating(y.dtype(), "rotary", [&]<class T>() {
-    rotary_kernel<T><<<blocks, kThreads, 0, stream>>>(x.data<T>(), y.data<T>(), cos.data<T>(), sin.data<T>(),
+  dispatch_floating_or_bf16(y.dtype(), "rotary", [&]<class T>() {
+    using C = compute_t<T>;
+    rotary_kernel<T><<<blocks, kThreads, 0, stream>>>(x.data<T>(), y.data<T>(), cos.data<C>(), sin.data<C>(),
                                                       cos.stride(0), static_cast<int32_t>(rows),
                                                       static_cast<int32_t>(x.size(-2)), static_cast<int>(cos.size(1)),
-                                                      static_cast<int>(dh), row_at, inverse ? T(-1) : T(1));
+                                                      static_cast<int>(dh), row_at, inverse ? C(-1) : C(1));
     LINEA_CUDA_LAUNCH_CHECK("rotary", x.describe());
   });
 }

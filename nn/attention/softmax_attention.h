@@ -57,6 +57,7 @@ class SoftmaxAttention : public SequenceMixer {
   SoftmaxAttention(const SoftmaxAttentionConfig& config, Generator& gen);
 
   Tensor forward(const Tensor& x) override;
+  bool takes_bfloat16() const override { return true; }  // products, RoPE and attention all do
   std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
   Tensor step(const Tensor& x, DecodeState& state) override;
   // The block's norm folded into the q, k, v product and the residual into o_proj's (no grad).

@@ -31,7 +31,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, Linear
 
 Tensor Linear::forward(const Tensor& x) const {
   const Tensor y = forward_without_bias(x);
-  return bias.defined() ? y + bias : y;
+  if (!bias.defined()) return y;
+  return y + (bias.dtype() == y.dtype() ? bias : linea::to(bias, y.dtype()));  // bfloat16 activations: the bias rounded
 }
 
 Tensor Linear::forward_without_bias(const Tensor& x) const {
@@ -39,7 +40,10 @@ Tensor Linear::forward_without_bias(const Tensor& x) const {
   // matmul folds the leading dims into the rows of one GEMM against the shared W^T; in bfloat16
   // under --precision bf16 (nn/precision.h).
   const Tensor y = linear_product(x, weight);
-  return lora ? y + lora->forward(x) : y;
+  if (!lora) return y;
+  // The adapter in float32 (its matrices' dtype), its update rounded into bfloat16 activations.
+  const Tensor update = lora->forward(x.dtype() == weight.dtype() ? x : linea::to(x, weight.dtype()));
+  return y + (update.dtype() == y.dtype() ? update : linea::to(update, y.dtype()));
 }
 
 void Linear::add_lora(int64_t rank, double alpha, Generator& gen) {

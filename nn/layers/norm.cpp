@@ -17,9 +17,9 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : Norm(dim, eps, "Lay
   register_parameter("bias", &bias, /*weight_decay=*/false);
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const {
+Tensor LayerNorm::forward(const Tensor& x, DType out) const {
   check_last_dim(x, dim(), "LayerNorm");
-  return layer_norm(x, weight, bias, eps());
+  return layer_norm(x, weight, bias, eps(), out);
 }
 
 InputNorm LayerNorm::as_input_norm() const { return {RowNorm::Layer, weight, bias, eps()}; }
@@ -30,9 +30,9 @@ RMSNorm::RMSNorm(int64_t dim, double eps, bool with_weight) : Norm(dim, eps, "RM
   register_parameter("weight", &weight, /*weight_decay=*/false);
 }
 
-Tensor RMSNorm::forward(const Tensor& x) const {
+Tensor RMSNorm::forward(const Tensor& x, DType out) const {
   check_last_dim(x, dim(), "RMSNorm");
-  return rms_norm(x, weight, eps());
+  return rms_norm(x, weight, eps(), out);
 }
 
 InputNorm RMSNorm::as_input_norm() const { return {RowNorm::RMS, weight, Tensor(), eps()}; }

@@ -23,7 +23,10 @@ struct InputNorm {
 };
 class Norm : public Module {
  public:
-  virtual Tensor forward(const Tensor& x) const = 0;  // (..., dim) -> (..., dim)
+  // (..., dim) -> (..., dim), in x's dtype, or in `out`: bfloat16 from float32 x is the norm
+  // before bfloat16 products (nn/precision.h: activation_dtype), written in the same pass.
+  Tensor forward(const Tensor& x) const { return forward(x, x.dtype()); }
+  virtual Tensor forward(const Tensor& x, DType out) const = 0;
   virtual InputNorm as_input_norm() const = 0;
 
   int64_t dim() const { return dim_; }
@@ -40,7 +43,8 @@ class Norm : public Module {
 class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
-  Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
+  using Norm::forward;
+  Tensor forward(const Tensor& x, DType out) const override;
   InputNorm as_input_norm() const override;
 
   Tensor weight;  // (dim), ones; undefined when not affine
@@ -50,7 +54,8 @@ class LayerNorm : public Norm {
 class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6, bool with_weight = true);
-  Tensor forward(const Tensor& x) const override;  // (..., dim) -> (..., dim)
+  using Norm::forward;
+  Tensor forward(const Tensor& x, DType out) const override;
   InputNorm as_input_norm() const override;
 
   Tensor weight;  // (dim), ones; undefined without weight

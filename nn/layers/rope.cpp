@@ -51,7 +51,7 @@ Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
   LINEA_CHECK(x.dim() >= 2, "RoPE", "expects input (..., time, ", head_dim_, "), got ", x.describe());
   LINEA_CHECK(offset >= 0, "RoPE", "position offset must be non-negative, got ", offset);
   const int64_t length = x.size(-2);
-  ensure_tables(offset + length, x.dtype(), x.device());
+  ensure_tables(offset + length, compute_dtype(x.dtype()), x.device());  // float32 for bfloat16 x
   return rotary_embedding(x, narrow(cos_cast_, 0, offset, length), narrow(sin_cast_, 0, offset, length));
 }
 
@@ -70,7 +70,7 @@ Tensor RoPE::step_rows(const Tensor& x, const std::vector<int64_t>& positions) c
     LINEA_CHECK(p >= 0, "RoPE", "positions must be non-negative, got ", p);
     last = std::max(last, p);
   }
-  ensure_tables(last + 1, x.dtype(), x.device());
+  ensure_tables(last + 1, compute_dtype(x.dtype()), x.device());
   const Tensor index = linea::to(from_vector<int64_t>(positions, {batch}), x.device());
   // rotary_embedding reads row t's angles at dim -2: bring the batch there, (rest, B, dh).
   const Tensor rows = transpose(reshape(x, {batch, -1, head_dim_}), 0, 1);

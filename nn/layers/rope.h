@@ -20,8 +20,8 @@
 //
 // cos/sin (of p theta_i, i < r/2) come from float64 tables of positions [0, capacity), computed
 // once and doubled when a longer position is asked for, then converted once to the input's dtype
-// and device. They are
-// not buffers: they are a function of the options, not state, and stay out of state dicts.
+// (float32 for bfloat16 input, which rotates in float32) and device. They are not buffers: they
+// are a function of the options, not state, and stay out of state dicts.
 // The cache makes forward not thread-safe.
 #include <utility>
 #include <vector>

@@ -260,7 +260,7 @@ TEST(FusedVsComposite, RotaryEmbeddingRejectsBadTables) {
                      "2 half <= x's last dim");
   EXPECT_LINEA_ERROR(rotary_embedding(x, c, zeros({5, 1}, kFloat64)), "rotary_embedding", "cos and sin (T, half)");
   EXPECT_LINEA_ERROR(rotary_embedding(x, zeros({5, 2}, kFloat32), zeros({5, 2}, kFloat32)), "rotary_embedding",
-                     "different dtypes");
+                     "tables must be float64");
   EXPECT_LINEA_ERROR(rotary_embedding(zeros({4}, kFloat64), c, c), "rotary_embedding", "expects x (..., T, dh)");
   Tensor trainable = zeros({5, 2}, kFloat64);
   trainable.requires_grad_(true);

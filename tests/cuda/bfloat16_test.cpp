@@ -150,6 +150,30 @@ TEST(CudaBFloat16, CrossEntropyMatchesTheCpu) {
   }
 }
 
+// The rotary embedding on bfloat16: the warp-per-row kernel for heads of up to 64 dims all
+// rotated, the general loop otherwise (dims past the rotated ones, a transposed input); within one
+// bfloat16 unit of the CPU (float32 math on both, contracted differently).
+TEST(CudaBFloat16, RotaryMatchesTheCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = std::random_device{}();
+  const double unit = std::ldexp(1.0, -7);
+  for (const auto& [dh, half] : {std::pair<int64_t, int64_t>{64, 32}, {10, 4}, {128, 64}}) {
+    const Tensor x = to(random_normal({2, 3, 37, dh}, kFloat32, seed + dh), kBFloat16);
+    const Tensor angles = random_normal({37, half}, kFloat32, seed + 1) * 3.0;
+    const Tensor c = cos(angles), s = sin(angles);
+    const std::string what = "dh " + std::to_string(dh) + " seed " + std::to_string(seed);
+    // x as it is, and x read through a transpose of a (2, 37, 3, dh) tensor (strided rows).
+    const Tensor strided = transpose(contiguous(transpose(x, 1, 2)), 1, 2);
+    for (const Tensor& xin : {x, strided})
+      EXPECT_TRUE(matches_cpu(rotary_embedding(on_gpu(xin), on_gpu(c), on_gpu(s)), rotary_embedding(xin, c, s), unit, 1e-6))
+          << what;
+    const Tensor dy = to(random_normal({2, 3, 37, dh}, kFloat32, seed + 2), kBFloat16);
+    const Tensor leaf = clone(x).requires_grad_(), device_leaf = on_gpu(x).requires_grad_();
+    const Tensor g = grad(rotary_embedding(device_leaf, on_gpu(c), on_gpu(s)), {device_leaf}, on_gpu(dy))[0];
+    EXPECT_TRUE(matches_cpu(g, grad(rotary_embedding(leaf, c, s), {leaf}, dy)[0], unit, 1e-6)) << what << " gradient";
+  }
+}
+
 TEST(CudaBFloat16, FillComparisonsWhereGatherAndReductions) {
   LINEA_SKIP_WITHOUT_CUDA();
   const uint64_t seed = std::random_device{}();

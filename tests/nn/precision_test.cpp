@@ -1,14 +1,18 @@
 // Mixed precision (nn/precision.h): under a bf16 scope a Linear layer and the tied LM head compute
-// their products from bfloat16-rounded inputs and weights with float32 results (checked against
-// the product written out here, on fresh random values), matmul_bf16's gradients are the same
-// kind of product at any rank and through broadcasting, the weights stay float32 and receive float32 gradients, float64
-// layers ignore the setting, the scope nests and restores, and a bad name is a clear error.
+// their products from bfloat16-rounded inputs and weights, with float32 results for float32
+// input and bfloat16 results for bfloat16 input (checked against the product written out here,
+// on fresh random values); matmul_bf16's gradients are the same kind of product at any rank and
+// through broadcasting, each in its operand's dtype; the weights stay float32 and receive float32
+// gradients; the model's training forward runs softmax attention and the MLP on bfloat16
+// activations and gives bfloat16 logits; float64 layers ignore the setting, the scope nests and
+// restores, and a bad name is a clear error.
 #include <cmath>
 #include <random>
 
 #include "nn/layers/linear.h"
 #include "nn/model.h"
 #include "nn/precision.h"
+#include "tests/tensor/bf16_cases.h"
 #include "tests/test_util.h"
 
 namespace linea::nn {
@@ -79,6 +83,37 @@ TEST(Precision, MatmulBf16GradientsAreBf16Products) {
   EXPECT_LINEA_ERROR(matmul_bf16(a, randn({6, 3}, kFloat32, &gen)), "matmul_bf16", "inner sizes differ");
 }
 
+// bfloat16 activations: the product rounded once into bfloat16; the activation's gradient in
+// bfloat16, the weight's in float32 (never rounded to bfloat16).
+TEST(Precision, MatmulBf16KeepsBfloat16ActivationsAndFloat32WeightGradients) {
+  Generator gen(std::random_device{}());
+  const Tensor x = to(randn({2, 5, 7}, kFloat32, &gen), kBFloat16).requires_grad_();
+  const Tensor w = randn({3, 7}, kFloat32, &gen).requires_grad_();
+  const Tensor dy = to(randn({2, 5, 3}, kFloat32, &gen), kBFloat16);
+  const Tensor y = matmul_bf16(x, t(w), kBFloat16);
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  const double unit = std::ldexp(1.0, -7);
+  EXPECT_TRUE(all_close(y, matmul(to(x, kFloat32), t(rounded(w))), unit, 1e-6));
+  const auto g = grad(y, {x, w}, dy);
+  EXPECT_EQ(g[0].dtype(), kBFloat16);
+  EXPECT_EQ(g[1].dtype(), kFloat32);
+  EXPECT_TRUE(all_close(g[0], matmul(to(dy, kFloat32), rounded(w)), unit, 1e-6));
+  const Tensor x2 = reshape(to(x, kFloat32), {10, 7}), dy2 = reshape(to(dy, kFloat32), {10, 3});
+  EXPECT_TRUE(all_close(g[1], matmul(t(dy2), x2), 1e-5, 1e-6));
+  EXPECT_LINEA_ERROR(matmul_bf16(x, t(w), kFloat64), "matmul_bf16", "float32 or bfloat16");
+
+  // A Linear layer on bfloat16 input under the scope: bfloat16 out, the bias rounded into it. Three
+  // roundings (the product, the bias, their sum), each within u = 2^-8 of its value: where the two
+  // cancel, the first two dominate.
+  Linear layer(7, 3, gen);
+  const PrecisionScope scope(Precision::BFloat16);
+  const Tensor out = layer.forward(detach(x));
+  EXPECT_EQ(out.dtype(), kBFloat16);
+  const Tensor product = matmul(to(detach(x), kFloat32), t(rounded(layer.weight))), exact = product + layer.bias;
+  const Tensor bound = std::ldexp(1.01, -8) * (abs(product) + abs(layer.bias) + abs(exact)) + 1e-6;
+  EXPECT_TRUE(linea::testing::within_bound(out, exact, bound));
+}
+
 TEST(Precision, Float64IgnoresTheScopeAndScopesNest) {
   Generator gen(std::random_device{}());
   Linear layer(12, 7, gen);
@@ -99,24 +134,41 @@ TEST(Precision, Float64IgnoresTheScopeAndScopesNest) {
   EXPECT_LINEA_ERROR(parse_precision("fp16", "train"), "train", "unknown precision 'fp16'", "fp32, bf16");
 }
 
-TEST(Precision, TheTiedHeadRunsInBf16Too) {
-  ModelConfig c;
-  c.vocab_size = 40;
-  c.d_model = 16;
-  c.heads = 2;
-  c.pattern = "RS";
-  Generator gen(std::random_device{}());
-  LanguageModel model(c, gen);
-  const Tensor tokens = randint(0, 40, {2, 9}, kCPU, &gen);
-  const Tensor fp32 = model.forward(tokens);
-  Tensor bf16;
-  {
+// The training forward under the scope: ReGLA's block (no bfloat16 scan) on float32 activations
+// with bfloat16 products, softmax attention's block and every MLP on bfloat16 activations, the
+// tied head's logits bfloat16; the loss (float32) near float32's, and every parameter's gradient
+// float32 and finite. With RoPE, without, and with residual dropout (its masks drawn in float32).
+TEST(Precision, TheModelRunsOnBf16Activations) {
+  for (const std::string variant : {"rope", "no rope", "dropout"}) {
+    ModelConfig c;
+    c.vocab_size = 40;
+    c.d_model = 16;
+    c.heads = 2;
+    c.pattern = "RS";
+    if (variant == "no rope") c.layers["S"]["rope"] = false;
+    if (variant == "dropout") c.dropout = 0.1;
+    Generator gen(std::random_device{}());
+    LanguageModel model(c, gen);
+    const Tensor tokens = randint(0, 40, {2, 9}, kCPU, &gen), targets = randint(0, 40, {2, 9}, kCPU, &gen);
+    const Tensor fp32 = model.forward(tokens);
+    const double loss32 = cross_entropy(fp32, targets).item();
     const PrecisionScope scope(Precision::BFloat16);
-    bf16 = model.forward(tokens);
+    const Tensor bf16 = model.forward(tokens);
+    EXPECT_EQ(bf16.dtype(), kBFloat16) << variant;
+    if (variant != "dropout") {  // the same masks are not drawn twice
+      EXPECT_TRUE(all_close(bf16, fp32, 5e-2, 5e-2)) << variant;
+      EXPECT_FALSE(all_close(to(bf16, kFloat32), fp32, 1e-5, 1e-6)) << variant;
+    }
+    const Tensor loss = cross_entropy(bf16, targets);
+    EXPECT_EQ(loss.dtype(), kFloat32);
+    if (variant != "dropout") EXPECT_NEAR(loss.item(), loss32, 2e-2 * loss32) << variant;
+    const auto grads = grad(loss, model.parameters());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      ASSERT_TRUE(grads[i].defined()) << variant << " parameter " << i;
+      EXPECT_EQ(grads[i].dtype(), kFloat32) << variant << " parameter " << i;
+      EXPECT_TRUE(std::isfinite(sum(abs(grads[i])).item())) << variant << " parameter " << i;
+    }
   }
-  EXPECT_EQ(bf16.dtype(), kFloat32);
-  EXPECT_TRUE(all_close(bf16, fp32, 5e-2, 5e-2));
-  EXPECT_FALSE(all_close(bf16, fp32, 1e-5, 1e-6));
 }
 
 }  // namespace
