@@ -183,9 +183,10 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6, std::o
 // (query head h reads K/V head h / (H / KV)) and Tq <= Tk: the queries are the LAST Tq positions
 // (Tq = 1 with a KV cache is decoding), so query row i sits at position Tk - Tq + i and sees key
 // positions s <= Tk - Tq + i, and with window W > 0 only the last W of them. -> (B, H, Tq, dh).
-// Its backward is a fused kernel too (not differentiable again). bfloat16 q, k, v compute in
-// float32 (on CUDA, the TF32 tensor-core kernels, which hold bfloat16 exactly) and round the
-// output and the gradients once.
+// Its backward is a fused kernel too (not differentiable again). bfloat16 q, k, v: on CUDA,
+// bfloat16 tensor-core products with float32 accumulation and float32 softmax statistics (the
+// probabilities rounded to bfloat16 for the second product, as FlashAttention does); on the CPU,
+// the float32 kernel on the widened inputs. The output and the gradients are bfloat16.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window = 0,
                                     std::optional<double> scale = {});
 

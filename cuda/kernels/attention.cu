@@ -413,7 +413,7 @@ Tensor rows_readable(const Tensor& t) {
 HeadStrides head_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
 // float32 while TF32 is on runs the tensor-core kernels, when the build has them; bfloat16 always
-// does (attention_tf32.cu: TF32 holds bfloat16 exactly), and needs them.
+// does (attention_tf32.cu: bfloat16 mma with float32 accumulation), and needs them.
 bool on_tensor_cores(DType dtype) {
   if (dtype == kBFloat16)
     LINEA_CHECK(tf32_attention_available(), "attention",

@@ -21,13 +21,13 @@
 // and 4 row pairs 2t x 8 columns g) then fall in 32 different banks. Tiles are rounded to TF32
 // once, when stored to shared memory.
 //
-// bfloat16 (E = bfloat16): q, k, v, dout and the outputs are read and written as bfloat16 and
-// widened to float as they are stored to shared memory, where TF32 holds them exactly (8
-// significant bits of 11); products accumulate in float32 and lse, delta and the softmax
-// statistics stay float32. So the kernels compute exactly what bfloat16 m16n8k16 products with
-// float32 accumulation would, on half the bytes of float32, except that the probability and
-// gradient tiles fed to the second products keep TF32's 11 bits rather than bfloat16's 8; the
-// outputs are rounded once as they are stored.
+// bfloat16 (E = bfloat16) runs the same kernels with bfloat16 tiles and products
+// (TileOps<D, bfloat16>): shared rows of D + 8 bfloat16, mma.sync.m16n8k16 with bfloat16 inputs
+// (twice TF32's rate) and float32 accumulation. The score tile's C fragments of two neighbouring
+// 8-column blocks are one A fragment of the next product's 16-key step, rounded to bfloat16 pairs
+// (as FlashAttention-2 does); its B operand, the streamed tile read along keys, comes transposed
+// from ldmatrix.trans. lse, delta and the softmax statistics stay float32; the outputs are
+// rounded once as they are stored.
 #include <cmath>
 #include <limits>
 
@@ -42,54 +42,164 @@ namespace {
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D>
-struct Tile {
-  static constexpr int kPitch = D + 4;  // floats per shared row
-  static constexpr int kSteps = D / 8;  // k-steps over the head dim; also 8-column blocks of an output
-};
+// How tiles of E live in shared memory and are multiplied, per head dim D (padded to 32, 64 or
+// 128). load: rows [row0, row0 + kRows) of a (n_rows, dh) matrix whose rows are `stride` apart,
+// zeros past n_rows and dh. score_tile: acc (16 x 64, C layout) = rows [row, row + 16) of `rows`
+// times the 64 rows of `cols`, transposed (a score tile, contracted over the head dim).
+// accumulate_product: out (16 x D, C layout) += s (16 x 64, C layout) times the 64 x D tile `m`,
+// contracted over the tile's 64 rows.
+template <int D, class E>
+struct TileOps;
 
-// Rows [row0, row0 + kRows) of a (n_rows, dh) matrix of E whose rows are `stride` apart, widened
-// to float and rounded to TF32 (exact for bfloat16), into shared rows of D + 4; zeros past n_rows
-// and dh. Loads of 4 elements at a time when rows allow them.
-template <int kRows, int D, class E>
-__device__ __forceinline__ void load_tile(float* dst, const E* src, int64_t stride, int64_t row0, int64_t n_rows,
-                                          int64_t dh) {
-  constexpr int P = Tile<D>::kPitch;
-  const bool vectors = dh % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % (4 * sizeof(E)) == 0;
-  if (vectors) {
-    for (int e = threadIdx.x; e < kRows * D / 4; e += kThreads) {
-      const int r = e / (D / 4), c = 4 * (e % (D / 4));
-      const int64_t row = row0 + r;
-      Pack<E, 4> x{};
-      if (row < n_rows && c < dh) x = load_pack<E, 4>(src + row * stride + c);
-      *reinterpret_cast<float4*>(dst + r * P + c) =
-          make_float4(to_tf32(static_cast<float>(x.v[0])), to_tf32(static_cast<float>(x.v[1])),
-                      to_tf32(static_cast<float>(x.v[2])), to_tf32(static_cast<float>(x.v[3])));
-    }
-  } else {
-    for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
-      const int r = e / D, c = e % D;
-      const int64_t row = row0 + r;
-      dst[r * P + c] = row < n_rows && c < dh ? to_tf32(static_cast<float>(src[row * stride + c])) : 0.f;
+// float32 on TF32 mma.m16n8k8. Shared rows of D + 4 floats: both B access patterns (8 rows g x 4
+// columns t, and 4 row pairs 2t x 8 columns g) fall in 32 different banks. Tiles are rounded to
+// TF32 once, as they are stored. The product's contraction index is numbered as the header says.
+template <int D>
+struct TileOps<D, float> {
+  using Smem = float;
+  static constexpr int kPitch = D + 4;
+
+  template <int kRows>
+  __device__ __forceinline__ static void load(float* dst, const float* src, int64_t stride, int64_t row0,
+                                              int64_t n_rows, int64_t dh) {
+    constexpr int P = kPitch;
+    const bool vectors = dh % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+    if (vectors) {
+      for (int e = threadIdx.x; e < kRows * D / 4; e += kThreads) {
+        const int r = e / (D / 4), c = 4 * (e % (D / 4));
+        const int64_t row = row0 + r;
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row < n_rows && c < dh) x = *reinterpret_cast<const float4*>(src + row * stride + c);
+        *reinterpret_cast<float4*>(dst + r * P + c) = make_float4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+      }
+    } else {
+      for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
+        const int r = e / D, c = e % D;
+        const int64_t row = row0 + r;
+        dst[r * P + c] = row < n_rows && c < dh ? to_tf32(src[row * stride + c]) : 0.f;
+      }
     }
   }
-}
 
-// The rows of head h of batch b of a (B, heads, T, dh) tensor, as load_tile loads them.
+  // The A operand of k-step kk: rows row, row + 8 and columns 8 kk + t, + 4 of a shared tile.
+  __device__ __forceinline__ static void load_a(float (&a)[4], const float* tile, int row, int kk, int t) {
+    const float* r0 = tile + row * kPitch + 8 * kk + t;
+    a[0] = r0[0];
+    a[1] = r0[8 * kPitch];
+    a[2] = r0[4];
+    a[3] = r0[8 * kPitch + 4];
+  }
+
+  __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const float* rows, int row, const float* cols,
+                                                    int g, int t) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk) {
+      float a[4];
+      load_a(a, rows, row, kk, t);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float* b = cols + (8 * n + g) * kPitch + 8 * kk + t;
+        mma_tf32(acc[n], a, b[0], b[4]);
+      }
+    }
+  }
+
+  __device__ __forceinline__ static void accumulate_product(float (&out)[D / 8][4], const float (&s)[8][4],
+                                                            const float* m, int g, int t) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float a[4] = {to_tf32(s[j][0]), to_tf32(s[j][2]), to_tf32(s[j][1]), to_tf32(s[j][3])};
+      const float* b = m + (8 * j + 2 * t) * kPitch + g;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) mma_tf32(out[dn], a, b[8 * dn], b[kPitch + 8 * dn]);
+    }
+  }
+};
+
+// bfloat16 on mma.m16n8k16. Shared rows of D + 8 bfloat16 (16 bytes of padding): rows stay 16-byte
+// aligned for ldmatrix, and 8 rows read at the same column fall 4 banks apart.
+template <int D>
+struct TileOps<D, bfloat16> {
+  using Smem = bfloat16;
+  static constexpr int kPitch = D + 8;
+
+  template <int kRows>
+  __device__ __forceinline__ static void load(bfloat16* dst, const bfloat16* src, int64_t stride, int64_t row0,
+                                              int64_t n_rows, int64_t dh) {
+    constexpr int P = kPitch;
+    const bool vectors = dh % 8 == 0 && stride % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+    if (vectors) {
+      for (int e = threadIdx.x; e < kRows * D / 8; e += kThreads) {
+        const int r = e / (D / 8), c = 8 * (e % (D / 8));
+        const int64_t row = row0 + r;
+        Pack<bfloat16, 8> x{};
+        if (row < n_rows && c < dh) x = load_pack<bfloat16, 8>(src + row * stride + c);
+        store_pack<bfloat16, 8>(dst + r * P + c, x);
+      }
+    } else {
+      for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
+        const int r = e / D, c = e % D;
+        const int64_t row = row0 + r;
+        dst[r * P + c] = row < n_rows && c < dh ? src[row * stride + c] : bfloat16::from_bits(0);
+      }
+    }
+  }
+
+  // The bfloat16 pair at (row, col) and (row, col + 1) of a shared tile, as one register.
+  __device__ __forceinline__ static uint32_t pair(const bfloat16* tile, int row, int col) {
+    return *reinterpret_cast<const uint32_t*>(tile + row * kPitch + col);
+  }
+
+  __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const bfloat16* rows, int row,
+                                                    const bfloat16* cols, int g, int t) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int k = 16 * kk + 2 * t;
+      const uint32_t a[4] = {pair(rows, row, k), pair(rows, row + 8, k), pair(rows, row, k + 8),
+                             pair(rows, row + 8, k + 8)};
+#pragma unroll
+      for (int n = 0; n < 8; ++n) mma_bf16(acc[n], a, pair(cols, 8 * n + g, k), pair(cols, 8 * n + g, k + 8));
+    }
+  }
+
+  __device__ __forceinline__ static void accumulate_product(float (&out)[D / 8][4], const float (&s)[8][4],
+                                                            const bfloat16* m, int /*g*/, int /*t*/) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // 16 keys a step: score blocks 2j and 2j + 1
+      const uint32_t a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                             pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+      const bfloat16* row = m + (16 * j + lane % 16) * kPitch;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        uint32_t b0, b1;
+        load_b_transposed(b0, b1, row + 8 * dn);
+        mma_bf16(out[dn], a, b0, b1);
+      }
+    }
+  }
+};
+
+// The rows of head h of batch b of a (B, heads, T, dh) tensor, as TileOps::load loads them.
 template <int kRows, int D, class E>
-__device__ __forceinline__ void load_head_tile(float* dst, const E* x, const HeadStrides& xs, int64_t b, int64_t h,
-                                               int64_t row0, int64_t n_rows, int64_t dh) {
-  load_tile<kRows, D>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
+__device__ __forceinline__ void load_head_tile(typename TileOps<D, E>::Smem* dst, const E* x, const HeadStrides& xs,
+                                               int64_t b, int64_t h, int64_t row0, int64_t n_rows, int64_t dh) {
+  TileOps<D, E>::template load<kRows>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
 }
 
 // The key tile at k0 of K/V head kvh of batch b into sK and sV, for the kernels that stream key
 // tiles (forward, dq), once every thread is done with the previous tile.
-template <int kKeys, int D, class Tensors>
-__device__ __forceinline__ void load_key_tile(float* sK, float* sV, const Tensors& a, int64_t b, int64_t kvh,
-                                              int64_t k0, const AttentionShape& s) {
+template <int kKeys, int D, class E, class Tensors>
+__device__ __forceinline__ void load_key_tile(typename TileOps<D, E>::Smem* sK, typename TileOps<D, E>::Smem* sV,
+                                              const Tensors& a, int64_t b, int64_t kvh, int64_t k0,
+                                              const AttentionShape& s) {
   __syncthreads();
-  load_head_tile<kKeys, D>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
-  load_head_tile<kKeys, D>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
+  load_head_tile<kKeys, D, E>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
+  load_head_tile<kKeys, D, E>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
   __syncthreads();
 }
 
@@ -105,52 +215,6 @@ __device__ __forceinline__ Lane this_lane() {
 // The column of a score tile that accumulator element e of column block n holds.
 __device__ __forceinline__ int score_col(int n, int e, int t) { return 8 * n + 2 * t + e % 2; }
 
-// The A operand of k-step kk: rows row, row + 8 and columns 8 kk + t, + 4 of a shared tile.
-template <int D>
-__device__ __forceinline__ void load_a(float (&a)[4], const float* tile, int row, int kk, int t) {
-  constexpr int P = Tile<D>::kPitch;
-  const float* r0 = tile + row * P + 8 * kk + t;
-  a[0] = r0[0];
-  a[1] = r0[8 * P];
-  a[2] = r0[4];
-  a[3] = r0[8 * P + 4];
-}
-
-// acc (16 x 64, C layout) = rows [row, row + 16) of `rows` times the 64 rows of `cols`, transposed:
-// a score tile, contracted over the head dim.
-template <int D>
-__device__ __forceinline__ void score_tile(float (&acc)[8][4], const float* rows, int row, const float* cols, int g,
-                                           int t) {
-  constexpr int P = Tile<D>::kPitch;
-#pragma unroll
-  for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-#pragma unroll
-  for (int kk = 0; kk < Tile<D>::kSteps; ++kk) {
-    float a[4];
-    load_a<D>(a, rows, row, kk, t);
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      const float* b = cols + (8 * n + g) * P + 8 * kk + t;
-      mma_tf32(acc[n], a, b[0], b[4]);
-    }
-  }
-}
-
-// out (16 x D, C layout) += s (16 x 64, C layout) times the 64 x D shared tile `m`, contracted
-// over the tile's 64 rows, numbered as the header explains.
-template <int D>
-__device__ __forceinline__ void accumulate_product(float (&out)[Tile<D>::kSteps][4], const float (&s)[8][4],
-                                                   const float* m, int g, int t) {
-  constexpr int P = Tile<D>::kPitch;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float a[4] = {to_tf32(s[j][0]), to_tf32(s[j][2]), to_tf32(s[j][1]), to_tf32(s[j][3])};
-    const float* b = m + (8 * j + 2 * t) * P + g;
-#pragma unroll
-    for (int dn = 0; dn < Tile<D>::kSteps; ++dn) mma_tf32(out[dn], a, b[8 * dn], b[P + 8 * dn]);
-  }
-}
-
 // Max and sum over the 4 lanes (t = 0..3) that share accumulator rows.
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -165,14 +229,14 @@ __device__ __forceinline__ float quad_sum(float v) {
 // `base` whose rows are `stride` apart), times `scale[half]`, rounded once into E.
 template <int D, class E>
 __device__ __forceinline__ void store_rows(E* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
-                                           const float (&acc)[Tile<D>::kSteps][4], const float (&scale)[2], int g,
+                                           const float (&acc)[D / 8][4], const float (&scale)[2], int g,
                                            int t) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = row0 + g + 8 * half;
     if (row >= n_rows) continue;
 #pragma unroll
-    for (int dn = 0; dn < Tile<D>::kSteps; ++dn)
+    for (int dn = 0; dn < D / 8; ++dn)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = 8 * dn + 2 * t + e;
@@ -184,7 +248,7 @@ __device__ __forceinline__ void store_rows(E* base, int64_t stride, int64_t row0
 // The same with one factor for both rows.
 template <int D, class E>
 __device__ __forceinline__ void store_rows(E* base, int64_t stride, int64_t row0, int64_t n_rows, int64_t dh,
-                                           const float (&acc)[Tile<D>::kSteps][4], float scale, int g, int t) {
+                                           const float (&acc)[D / 8][4], float scale, int g, int t) {
   const float both[2] = {scale, scale};
   store_rows<D>(base, stride, row0, n_rows, dh, acc, both, g, t);
 }
@@ -211,25 +275,27 @@ __device__ __forceinline__ void for_each_query_score(int64_t q0, int row, int64_
 template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(ForwardTensors<E> a, AttentionShape s, float scale_log2) {
-  constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
+  using Ops = TileOps<D, E>;
+  using Smem = typename Ops::Smem;
+  constexpr int P = Ops::kPitch, N = D / 8;
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  extern __shared__ __align__(16) float smem[];
-  float* sQ = smem;
-  float* sK = sQ + kRows * P;
-  float* sV = sK + kCols * P;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Smem* sQ = reinterpret_cast<Smem*>(smem);
+  Smem* sK = sQ + kRows * P;
+  Smem* sV = sK + kCols * P;
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
   const auto [warp, g, t, row] = this_lane();
-  load_head_tile<kRows, D>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  load_head_tile<kRows, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
 
   float o[N][4] = {}, m[2] = {-kInf, -kInf}, l[2] = {0.f, 0.f};
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
-    load_key_tile<kCols, D>(sK, sV, a, tile.b, kvh, k0, s);
+    load_key_tile<kCols, D, E>(sK, sV, a, tile.b, kvh, k0, s);
 
     float sc[8][4];
-    score_tile<D>(sc, sQ, row, sK, g, t);
+    Ops::score_tile(sc, sQ, row, sK, g, t);
     float tile_max[2] = {-kInf, -kInf};
     for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
       sc[n][e] = seen ? sc[n][e] * scale_log2 : -kInf;  // scores in log2 units
@@ -257,7 +323,7 @@ __global__ void __launch_bounds__(kThreads)
         sc[n][e] = exp2f(sc[n][e] - base[e / 2]);
         l[e / 2] += sc[n][e];
       }
-    accumulate_product<D>(o, sc, sV, g, t);
+    Ops::accumulate_product(o, sc, sV, g, t);
   }
 
   const int64_t bh = tile.b * s.heads + tile.h;
@@ -279,15 +345,18 @@ __global__ void __launch_bounds__(kThreads)
 template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
     dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
-  constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
-  extern __shared__ __align__(16) float smem[];
-  const auto [sK, sV, sQ, sdO, sLse] = backward_tiles<float>(smem, kRows, kCols, P);  // lse in log2 units
+  using Ops = TileOps<D, E>;
+  using Smem = typename Ops::Smem;
+  constexpr int P = Ops::kPitch, N = D / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const auto [sK, sV, sQ, sdO, rest] = backward_tiles<Smem>(smem, kRows, kCols, P);
+  float* sLse = reinterpret_cast<float*>(rest);  // in log2 units
   float* sDelta = sLse + kCols;
 
   const KeyTile kt = key_tile<kRows>(s);
   const auto [warp, g, t, row] = this_lane();
-  load_head_tile<kRows, D>(sK, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
-  load_head_tile<kRows, D>(sV, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kRows, D, E>(sK, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kRows, D, E>(sV, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
 
   float dk[N][4] = {}, dv[N][4] = {};
   const RowSpan rows = row_span<kRows>(kt.k0, s);
@@ -295,8 +364,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t h = kt.kvh * group; h < (kt.kvh + 1) * group; ++h) {
     for (int64_t q0 = (rows.first / kCols) * kCols; q0 <= rows.last; q0 += kCols) {
       __syncthreads();  // the previous tile's readers are done
-      load_head_tile<kCols, D>(sQ, a.q, a.qs, kt.b, h, q0, s.tq, s.dh);
-      load_head_tile<kCols, D>(sdO, a.dout, a.dos, kt.b, h, q0, s.tq, s.dh);
+      load_head_tile<kCols, D, E>(sQ, a.q, a.qs, kt.b, h, q0, s.tq, s.dh);
+      load_head_tile<kCols, D, E>(sdO, a.dout, a.dos, kt.b, h, q0, s.tq, s.dh);
       for (int e = threadIdx.x; e < kCols; e += kThreads) {
         const RowStats<float> r = row_stats(a, s, kt.b, h, q0 + e);
         sLse[e] = r.lse * kLog2e;
@@ -306,7 +375,7 @@ __global__ void __launch_bounds__(kThreads)
 
       // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
       float p[8][4];
-      score_tile<D>(p, sK, row, sQ, g, t);
+      Ops::score_tile(p, sK, row, sQ, g, t);
       const bool full = tile_fully_visible(q0, kCols, kt.k0, kRows, s);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
@@ -316,15 +385,15 @@ __global__ void __launch_bounds__(kThreads)
           const bool seen = full || visible(q0 + col, kt.k0 + row + 8 * (e / 2), s);
           p[n][e] = seen ? exp2f(p[n][e] * scale_log2 - sLse[col]) : 0.f;
         }
-      accumulate_product<D>(dv, p, sdO, g, t);
+      Ops::accumulate_product(dv, p, sdO, g, t);
       // ds^T = p^T (v.do - D); dk += ds^T q.
       float ds[8][4];
-      score_tile<D>(ds, sV, row, sdO, g, t);
+      Ops::score_tile(ds, sV, row, sdO, g, t);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - sDelta[score_col(n, e, t)]);
-      accumulate_product<D>(dk, ds, sQ, g, t);
+      Ops::accumulate_product(dk, ds, sQ, g, t);
     }
   }
   const float scale = scale_log2 / kLog2e;
@@ -337,15 +406,17 @@ __global__ void __launch_bounds__(kThreads)
 template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
     dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
-  constexpr int P = Tile<D>::kPitch, N = Tile<D>::kSteps;
-  extern __shared__ __align__(16) float smem[];
-  const auto [sQ, sdO, sK, sV, unused] = backward_tiles<float>(smem, kRows, kCols, P);
+  using Ops = TileOps<D, E>;
+  using Smem = typename Ops::Smem;
+  constexpr int P = Ops::kPitch, N = D / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const auto [sQ, sdO, sK, sV, unused] = backward_tiles<Smem>(smem, kRows, kCols, P);
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
   const auto [warp, g, t, row] = this_lane();
-  load_head_tile<kRows, D>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
-  load_head_tile<kRows, D>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  load_head_tile<kRows, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  load_head_tile<kRows, D, E>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
   float lse[2], delta[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -357,16 +428,16 @@ __global__ void __launch_bounds__(kThreads)
   float dq[N][4] = {};
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
-    load_key_tile<kCols, D>(sK, sV, a, tile.b, kvh, k0, s);
+    load_key_tile<kCols, D, E>(sK, sV, a, tile.b, kvh, k0, s);
 
     float p[8][4], ds[8][4];
-    score_tile<D>(p, sQ, row, sK, g, t);
-    score_tile<D>(ds, sdO, row, sV, g, t);
+    Ops::score_tile(p, sQ, row, sK, g, t);
+    Ops::score_tile(ds, sdO, row, sV, g, t);
     for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
       const float pe = seen ? exp2f(p[n][e] * scale_log2 - lse[half]) : 0.f;
       ds[n][e] = pe * (ds[n][e] - delta[half]);
     });
-    accumulate_product<D>(dq, ds, sK, g, t);
+    Ops::accumulate_product(dq, ds, sK, g, t);
   }
   store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + 16 * warp, s.tq, s.dh, dq,
                 scale_log2 / kLog2e, g, t);
@@ -375,7 +446,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class E>
 void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t bytes = sizeof(float) * (kRows + 2 * kCols) * Tile<D>::kPitch;
+    const size_t bytes = sizeof(typename TileOps<D, E>::Smem) * (kRows + 2 * kCols) * TileOps<D, E>::kPitch;
     launch_tiled(forward_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, bytes, stream, "attention",
                  a, s, scale * kLog2e);
   });
@@ -384,7 +455,7 @@ void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, c
 template <class E>
 void backward(const BackwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t tiles = sizeof(float) * 2 * (kRows + kCols) * Tile<D>::kPitch;
+    const size_t tiles = sizeof(typename TileOps<D, E>::Smem) * 2 * (kRows + kCols) * TileOps<D, E>::kPitch;
     launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads,
                  tiles + sizeof(float) * 2 * kCols, stream, "attention_backward", a, s, scale * kLog2e);
     launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, tiles, stream,

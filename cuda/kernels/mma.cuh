@@ -1,6 +1,6 @@
 #pragma once
-// The one tensor-core instruction linea uses, mma.sync.m16n8k8 with TF32 inputs and float32
-// accumulation (sm_80 and newer), and the fragment layout every kernel built on it shares.
+// The tensor-core instructions linea uses, mma.sync.m16n8k8 with TF32 inputs and m16n8k16 with
+// bfloat16 inputs, both with float32 accumulation (sm_80 and newer), and their fragment layouts.
 //
 // Fragments (PTX ISA, mma.m16n8k8 .tf32), lane = 4 g + t: A (16 x 8, row-major) holds
 // (g, t) (g+8, t) (g, t+4) (g+8, t+4); B (8 x 8) holds (k=t, n=g) (k=t+4, n=g); the accumulator
@@ -36,6 +36,47 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const float (&a)[4], flo
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+#endif
+}
+
+// ---- bfloat16 (attention_tf32.cu's bfloat16 kernels). mma.sync.m16n8k16 with bfloat16 inputs and
+// float32 accumulation, twice TF32's rate. Fragments (PTX ISA, .bf16), each 32-bit register a pair
+// of bfloat16 along k (the lower k in the low half): A (16 x 16, row-major) holds the pairs at
+// (g, 2t) (g+8, 2t) (g, 2t+8) (g+8, 2t+8); B (16 x 8) holds (k=2t, n=g) (k=2t+8, n=g); the
+// accumulator is m16n8k8's.
+
+// c += a b for one 16 x 8 x 16 product.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef LINEA_NO_TF32_MMA
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Two floats rounded to bfloat16 (to nearest even) as one fragment register: lo at the lower k.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+#ifdef LINEA_NO_TF32_MMA
+  return 0;
+#else
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // the first source goes high
+  return r;
+#endif
+}
+
+// The B fragment (k 16 x n 8) of a row-major [k][n] bfloat16 tile in shared memory, transposed by
+// ldmatrix: lanes 0..15 give the addresses of rows k = 0..15 (8 contiguous n each, 16-byte
+// aligned); lanes 16..31 repeat them (ignored by .x2).
+__device__ __forceinline__ void load_b_transposed(uint32_t& b0, uint32_t& b1, const void* row_of_this_lane) {
+#ifdef LINEA_NO_TF32_MMA
+  b0 = b1 = 0;
+#else
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row_of_this_lane));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(b0), "=r"(b1) : "r"(address));
 #endif
 }
 

@@ -95,9 +95,11 @@ TEST(CudaAttention, MatchesCpu) {
   }
 }
 
-// bfloat16 on the tensor-core kernels (attention_tf32.cu) against the CPU's float32 kernel on the
-// widened inputs, rounded: TF32's tolerance, plus a bfloat16 unit (2^-8 of the largest value)
-// for the two sides' roundings of each output, forward and every gradient.
+// bfloat16 on the tensor-core kernels (attention_tf32.cu: bfloat16 mma) against the CPU's float32
+// kernel on the widened inputs, rounded. The GPU rounds the probabilities and dS to bfloat16
+// before the second products (relative 2^-9 each, against TF32's 2^-11 for float32), an error
+// relative to the magnitudes summed, as TF32's is: TF32's tolerance (of the largest value) plus a
+// bfloat16 unit for those roundings and for each side's rounding of its outputs.
 TEST(CudaAttention, Bfloat16MatchesCpu) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Tolerance tol{4e-3 + std::ldexp(1.0, -7), 6e-3 + std::ldexp(1.0, -7), true};
