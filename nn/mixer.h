@@ -48,9 +48,10 @@ struct DecodeState {
 class SequenceMixer : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
-  // Whether forward takes bfloat16 x (and then returns bfloat16): every kernel between its
-  // products has a bfloat16 version. Under bfloat16 precision a block then hands it bfloat16
-  // activations (nn/precision.h); the others get float32 and run their products in bfloat16.
+  // Whether forward takes bfloat16 x: every kernel between its products has a bfloat16 version.
+  // Under bfloat16 precision a block then hands it bfloat16 activations and it returns float32,
+  // its last product writing the residual stream's dtype (nn/precision.h: stream_dtype); the
+  // others get float32 and run their products in bfloat16.
   virtual bool takes_bfloat16() const { return false; }
   virtual std::unique_ptr<DecodeState> init_state(int64_t batch) const = 0;
   virtual Tensor step(const Tensor& x, DecodeState& state) = 0;

@@ -102,7 +102,8 @@ Tensor Block::mlp_branch(const Tensor& x) {
 
 Tensor Block::forward(const Tensor& x, MixerIO* io) {
   // Under bfloat16 precision the branches run on bfloat16 activations where their kernels allow
-  // (nn/precision.h); the residual stream x stays in its dtype and takes each branch widened.
+  // (nn/precision.h); the residual stream x stays in its dtype, which each branch's last product
+  // writes (in_dtype_of is then no work).
   const DType mixer_dtype = mixer->takes_bfloat16() ? activation_dtype(x) : x.dtype();
   const Tensor mixer_in = mixer_norm->forward(x, mixer_dtype);
   const Tensor mixer_out = mixer->forward(mixer_in);

@@ -10,8 +10,9 @@
 //   - in the training forward (Block::forward, LanguageModel::forward) the residual stream stays
 //     float32 and the branches that have bfloat16 kernels run on bfloat16 activations
 //     (activation_dtype): the norm before them writes bfloat16, the products, softmax attention,
-//     the MLP's activation and the LM head's logits stay bfloat16, and the branch's output joins
-//     the float32 stream widened; the cross-entropy, the norms' statistics, the linear-attention
+//     the MLP's activation and the LM head's logits stay bfloat16, and the branch's last product
+//     writes float32 (stream_dtype), never rounded, into the stream's addition; the
+//     cross-entropy, the norms' statistics, the linear-attention
 //     mixers (no bfloat16 scan yet) and the gradient norm compute in float32;
 //   - decoding and prompt processing keep float32 activations, with the products in bfloat16.
 // bfloat16 keeps float32's exponent range, so no gradient underflows where float32's would not:
@@ -39,9 +40,15 @@ using PrecisionScope = ScopedSetting<Precision, product_precision, set_product_p
 // x W^T for x (..., in) and a weight W (out, in), in this thread's precision. W is rounded as
 // stored and read through a transposed view, so the product reads it in place, as in float32.
 Tensor linear_product(const Tensor& x, const Tensor& weight);
+// The same with the result in `out` (x's dtype, or float32 for bfloat16 x under bfloat16
+// precision: a bfloat16 x bfloat16 product written in float32, never rounded to bfloat16).
+Tensor linear_product(const Tensor& x, const Tensor& weight, DType out);
 
 // The dtype a branch's activations take for float32 input x: bfloat16 under bfloat16 precision,
 // x's own dtype otherwise.
 DType activation_dtype(const Tensor& x);
+// The dtype a branch's last product writes for branch activations x: the residual stream's,
+// float32 for bfloat16 x under bfloat16 precision (activation_dtype's inverse), x's otherwise.
+DType stream_dtype(const Tensor& x);
 
 }  // namespace linea::nn

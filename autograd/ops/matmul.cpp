@@ -45,11 +45,12 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, bool bf16, DType out_
   };
   // forward was y = a b, so: ga = gy b^T and gb = a^T gy, each summed over broadcast batch dims.
   // (The bf16 product saves the rounded operands: half the bytes, and the backward's rounding of
-  // them is then no work.)
-  return record(op, {a, b}, y, [as = SavedTensor(a_op), bs = SavedTensor(b_op), need_a, need_b, product,
+  // them is then no work. gy is rounded once, for both products.)
+  return record(op, {a, b}, y, [as = SavedTensor(a_op), bs = SavedTensor(b_op), need_a, need_b, product, bf16,
                                 a_shape = a.shape(), b_shape = b.shape(), a_dtype = a.dtype(),
-                                b_dtype = b.dtype()](const Tensor& gy) -> Grads {
+                                b_dtype = b.dtype()](const Tensor& gy_) -> Grads {
     const Tensor a = as.get(), b = bs.get();
+    const Tensor gy = bf16 && need_a && need_b ? as_bfloat16(gy_) : gy_;
     Tensor ga, gb;
     if (need_a) ga = sum_to(product(gy, transpose(b, -1, -2), a_dtype), a_shape);
     if (need_b) {

@@ -10,6 +10,7 @@
 
 #include "nn/layers/check.h"
 #include "nn/layers/fused_product.h"
+#include "nn/precision.h"
 
 namespace linea::nn {
 
@@ -203,7 +204,7 @@ Tensor SoftmaxAttention::forward(const Tensor& x) {
   const Tensor q = project_heads(*q_proj, x, config_.heads, 0, true);
   const Tensor k = project_heads(*k_proj, x, config_.kv_heads, 0, true);
   const Tensor v = project_heads(*v_proj, x, config_.kv_heads, 0, false);
-  return o_proj->forward(attend(q, k, v));
+  return o_proj->forward(attend(q, k, v), stream_dtype(x));  // bfloat16 activations: float32 out
 }
 
 std::unique_ptr<DecodeState> SoftmaxAttention::init_state(int64_t batch) const {

@@ -29,17 +29,17 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, Linear
   if (options.bias) register_parameter("bias", &bias, /*weight_decay=*/false);
 }
 
-Tensor Linear::forward(const Tensor& x) const {
-  const Tensor y = forward_without_bias(x);
+Tensor Linear::forward(const Tensor& x, DType out) const {
+  const Tensor y = forward_without_bias(x, out);
   if (!bias.defined()) return y;
   return y + (bias.dtype() == y.dtype() ? bias : linea::to(bias, y.dtype()));  // bfloat16 activations: the bias rounded
 }
 
-Tensor Linear::forward_without_bias(const Tensor& x) const {
+Tensor Linear::forward_without_bias(const Tensor& x, DType out) const {
   check_last_dim(x, in_features(), "Linear");
   // matmul folds the leading dims into the rows of one GEMM against the shared W^T; in bfloat16
   // under --precision bf16 (nn/precision.h).
-  const Tensor y = linear_product(x, weight);
+  const Tensor y = linear_product(x, weight, out);
   if (!lora) return y;
   // The adapter in float32 (its matrices' dtype), its update rounded into bfloat16 activations.
   const Tensor update = lora->forward(x.dtype() == weight.dtype() ? x : linea::to(x, weight.dtype()));

@@ -31,10 +31,14 @@ class Linear : public Module {
   // Linear(512, 2048, gen) or Linear(512, 512, gen, {.bias = false, .init = LinearInit::Normal}).
   Linear(int64_t in_features, int64_t out_features, Generator& gen, LinearOptions options = {});
 
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const { return forward(x, x.dtype()); }
+  // The same with the result in `out`: under bfloat16 precision, a branch's last product on
+  // bfloat16 activations writes the float32 residual stream's dtype (nn/precision.h: stream_dtype).
+  Tensor forward(const Tensor& x, DType out) const;
   // x W^T alone (with the LoRA update, if any), for a caller that adds the bias inside a fused op
   // of its own.
-  Tensor forward_without_bias(const Tensor& x) const;
+  Tensor forward_without_bias(const Tensor& x) const { return forward_without_bias(x, x.dtype()); }
+  Tensor forward_without_bias(const Tensor& x, DType out) const;
 
   // Adds a LoRA adapter (a child named "lora", initialised from gen, on the weight's device and
   // dtype). Once per Linear.

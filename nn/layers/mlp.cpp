@@ -2,6 +2,7 @@
 
 #include "nn/layers/check.h"
 #include "nn/layers/fused_product.h"
+#include "nn/precision.h"
 
 namespace linea::nn {
 
@@ -29,7 +30,10 @@ MLP::MLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions options) : acti
   fc2 = register_module("fc2", make_linear(hidden, dim, gen, options));
 }
 
-Tensor MLP::forward(const Tensor& x) const { return fc2->forward(activate(fc1->forward(x), activation_)); }
+// On bfloat16 activations the last product writes the float32 stream's dtype (stream_dtype).
+Tensor MLP::forward(const Tensor& x) const {
+  return fc2->forward(activate(fc1->forward(x), activation_), stream_dtype(x));
+}
 
 Tensor MLP::residual_step(const Tensor& x, const Norm& norm) const {
   const Tensor hidden = fused_product(*fc1, x, {.input_norm = &norm, .activation = activation_});
@@ -50,7 +54,7 @@ GatedMLP::GatedMLP(int64_t dim, int64_t hidden, Generator& gen, MLPOptions optio
 }
 
 Tensor GatedMLP::forward(const Tensor& x) const {
-  return down->forward(activate(gate->forward(x), activation_) * up->forward(x));
+  return down->forward(activate(gate->forward(x), activation_) * up->forward(x), stream_dtype(x));
 }
 
 Tensor GatedMLP::residual_step(const Tensor& x, const Norm& norm) const {

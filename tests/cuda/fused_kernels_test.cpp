@@ -336,7 +336,8 @@ TEST(CudaFusedKernels, NormParameterGradientsAreDeterministic) {
 }
 
 // RoPE: (B, H, T, dh) inputs read in place from the attention layer's (B, T, H, dh) layout, and
-// contiguous ones; partial rotation; head dims and lengths that are not multiples of 32.
+// contiguous ones; partial rotation; head dims and lengths that are not multiples of 32; halves
+// of whole groups of 4 (the packed kernel) at 64 and at 8 dims.
 TEST(CudaFusedKernels, RotaryEmbeddingMatchesCpu) {
   LINEA_SKIP_WITHOUT_CUDA();
   struct Case {
@@ -344,7 +345,8 @@ TEST(CudaFusedKernels, RotaryEmbeddingMatchesCpu) {
     int64_t half;
     bool heads_last;
   };
-  const Case cases[] = {{{2, 37, 3, 64}, 32, true}, {{3, 5, 33, 10}, 4, false}, {{1, 1000, 2, 6}, 3, true}, {{7, 9}, 4, false}};
+  const Case cases[] = {{{2, 37, 3, 64}, 32, true}, {{3, 5, 33, 10}, 4, false}, {{1, 1000, 2, 6}, 3, true},
+                        {{7, 9}, 4, false},          {{3, 5, 33, 8}, 4, false},  {{2, 19, 5, 8}, 4, true}};
   for (DType dtype : kDtypes)
     for (const Case& c : cases) {
       const int64_t length = c.heads_last ? c.x[1] : c.x[c.x.size() - 2];

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "nn/layers/linear.h"
+#include "nn/layers/mlp.h"
 #include "nn/model.h"
 #include "nn/precision.h"
 #include "tests/tensor/bf16_cases.h"
@@ -112,6 +113,21 @@ TEST(Precision, MatmulBf16KeepsBfloat16ActivationsAndFloat32WeightGradients) {
   const Tensor product = matmul(to(detach(x), kFloat32), t(rounded(layer.weight))), exact = product + layer.bias;
   const Tensor bound = std::ldexp(1.01, -8) * (abs(product) + abs(layer.bias) + abs(exact)) + 1e-6;
   EXPECT_TRUE(linea::testing::within_bound(out, exact, bound));
+}
+
+// A branch on bfloat16 activations ends in the residual stream's dtype: the MLP's last product
+// writes float32 (never rounded to bfloat16), near the float32 MLP's output.
+TEST(Precision, ABranchsLastProductWritesTheStreamsDtype) {
+  Generator gen(std::random_device{}());
+  MLP mlp(16, 40, gen);
+  const Tensor x = randn({2, 5, 16}, kFloat32, &gen);
+  const Tensor fp32 = mlp.forward(x);
+  const PrecisionScope scope(Precision::BFloat16);
+  const Tensor y = mlp.forward(to(x, kBFloat16));
+  EXPECT_EQ(y.dtype(), kFloat32);
+  EXPECT_TRUE(all_close(y, fp32, 5e-2, 5e-2));
+  EXPECT_EQ(stream_dtype(to(x, kBFloat16)), kFloat32);
+  EXPECT_EQ(activation_dtype(x), kBFloat16);
 }
 
 TEST(Precision, Float64IgnoresTheScopeAndScopesNest) {
