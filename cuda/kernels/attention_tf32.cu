@@ -43,8 +43,7 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // How tiles of E live in shared memory and are multiplied, per head dim D (padded to 32, 64 or
-// 128). load: rows [row0, row0 + kRows) of a (n_rows, dh) matrix whose rows are `stride` apart,
-// zeros past n_rows and dh. score_tile: acc (16 x 64, C layout) = rows [row, row + 16) of `rows`
+// 128). stored: an element as the tile keeps it (load_rows). score_tile: acc (16 x 64, C layout) = rows [row, row + 16) of `rows`
 // times the 64 rows of `cols`, transposed (a score tile, contracted over the head dim).
 // accumulate_product: out (16 x D, C layout) += s (16 x 64, C layout) times the 64 x D tile `m`,
 // contracted over the tile's 64 rows.
@@ -59,27 +58,8 @@ struct TileOps<D, float> {
   using Smem = float;
   static constexpr int kPitch = D + 4;
 
-  template <int kRows>
-  __device__ __forceinline__ static void load(float* dst, const float* src, int64_t stride, int64_t row0,
-                                              int64_t n_rows, int64_t dh) {
-    constexpr int P = kPitch;
-    const bool vectors = dh % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-    if (vectors) {
-      for (int e = threadIdx.x; e < kRows * D / 4; e += kThreads) {
-        const int r = e / (D / 4), c = 4 * (e % (D / 4));
-        const int64_t row = row0 + r;
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row < n_rows && c < dh) x = *reinterpret_cast<const float4*>(src + row * stride + c);
-        *reinterpret_cast<float4*>(dst + r * P + c) = make_float4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
-      }
-    } else {
-      for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
-        const int r = e / D, c = e % D;
-        const int64_t row = row0 + r;
-        dst[r * P + c] = row < n_rows && c < dh ? to_tf32(src[row * stride + c]) : 0.f;
-      }
-    }
-  }
+  // An element as its tile stores it: rounded to TF32 once.
+  __device__ __forceinline__ static float stored(float x) { return to_tf32(x); }
 
   // The A operand of k-step kk: rows row, row + 8 and columns 8 kk + t, + 4 of a shared tile.
   __device__ __forceinline__ static void load_a(float (&a)[4], const float* tile, int row, int kk, int t) {
@@ -125,27 +105,7 @@ struct TileOps<D, bfloat16> {
   using Smem = bfloat16;
   static constexpr int kPitch = D + 8;
 
-  template <int kRows>
-  __device__ __forceinline__ static void load(bfloat16* dst, const bfloat16* src, int64_t stride, int64_t row0,
-                                              int64_t n_rows, int64_t dh) {
-    constexpr int P = kPitch;
-    const bool vectors = dh % 8 == 0 && stride % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-    if (vectors) {
-      for (int e = threadIdx.x; e < kRows * D / 8; e += kThreads) {
-        const int r = e / (D / 8), c = 8 * (e % (D / 8));
-        const int64_t row = row0 + r;
-        Pack<bfloat16, 8> x{};
-        if (row < n_rows && c < dh) x = load_pack<bfloat16, 8>(src + row * stride + c);
-        store_pack<bfloat16, 8>(dst + r * P + c, x);
-      }
-    } else {
-      for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
-        const int r = e / D, c = e % D;
-        const int64_t row = row0 + r;
-        dst[r * P + c] = row < n_rows && c < dh ? src[row * stride + c] : bfloat16::from_bits(0);
-      }
-    }
-  }
+  __device__ __forceinline__ static bfloat16 stored(bfloat16 x) { return x; }
 
   // The bfloat16 pair at (row, col) and (row, col + 1) of a shared tile, as one register.
   __device__ __forceinline__ static uint32_t pair(const bfloat16* tile, int row, int col) {
@@ -184,11 +144,39 @@ struct TileOps<D, bfloat16> {
   }
 };
 
-// The rows of head h of batch b of a (B, heads, T, dh) tensor, as TileOps::load loads them.
+// Rows [row0, row0 + kRows) of a (n_rows, dh) matrix of E whose rows are `stride` apart into
+// shared rows of TileOps<D, E>::kPitch, as TileOps::stored keeps them; zeros past n_rows and dh.
+// 16 bytes a load where the rows allow it.
+template <int kRows, int D, class E>
+__device__ __forceinline__ void load_rows(typename TileOps<D, E>::Smem* dst, const E* src, int64_t stride,
+                                          int64_t row0, int64_t n_rows, int64_t dh) {
+  using Ops = TileOps<D, E>;
+  constexpr int V = kPack<E>, P = Ops::kPitch;
+  const bool vectors = dh % V == 0 && stride % V == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  if (vectors) {
+    for (int e = threadIdx.x; e < kRows * D / V; e += kThreads) {
+      const int r = e / (D / V), c = V * (e % (D / V));
+      const int64_t row = row0 + r;
+      Pack<E, V> x{};
+      if (row < n_rows && c < dh) x = load_pack<E, V>(src + row * stride + c);
+#pragma unroll
+      for (int i = 0; i < V; ++i) x.v[i] = Ops::stored(x.v[i]);
+      store_pack<E, V>(dst + r * P + c, x);
+    }
+  } else {
+    for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
+      const int r = e / D, c = e % D;
+      const int64_t row = row0 + r;
+      dst[r * P + c] = Ops::stored(row < n_rows && c < dh ? src[row * stride + c] : E());
+    }
+  }
+}
+
+// The rows of head h of batch b of a (B, heads, T, dh) tensor, as load_rows loads them.
 template <int kRows, int D, class E>
 __device__ __forceinline__ void load_head_tile(typename TileOps<D, E>::Smem* dst, const E* x, const HeadStrides& xs,
                                                int64_t b, int64_t h, int64_t row0, int64_t n_rows, int64_t dh) {
-  TileOps<D, E>::template load<kRows>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
+  load_rows<kRows, D, E>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
 }
 
 // The key tile at k0 of K/V head kvh of batch b into sK and sV, for the kernels that stream key
@@ -339,6 +327,13 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<D>(a.out + head_offset(a.os, tile.b, tile.h, 0), a.os.t, tile.q0 + 16 * warp, s.tq, s.dh, o, inv, g, t);
 }
 
+// A backward block's shared memory (attention_tiles.cuh: backward_tiles) in TileOps<D, E>'s tiles.
+template <int D, class E>
+__device__ __forceinline__ BackwardTiles<typename TileOps<D, E>::Smem> backward_smem() {
+  extern __shared__ __align__(16) unsigned char smem[];
+  return backward_tiles<typename TileOps<D, E>::Smem>(smem, kRows, kCols, TileOps<D, E>::kPitch);
+}
+
 // One block per (batch, K/V head, 64 keys): dk and dv of those keys, over every query tile (and
 // query head of the group) that sees them. Warps own key rows; score tiles are transposed (keys x
 // queries).
@@ -346,10 +341,8 @@ template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
     dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
-  using Smem = typename Ops::Smem;
-  constexpr int P = Ops::kPitch, N = D / 8;
-  extern __shared__ __align__(16) unsigned char smem[];
-  const auto [sK, sV, sQ, sdO, rest] = backward_tiles<Smem>(smem, kRows, kCols, P);
+  constexpr int N = D / 8;
+  const auto [sK, sV, sQ, sdO, rest] = backward_smem<D, E>();
   float* sLse = reinterpret_cast<float*>(rest);  // in log2 units
   float* sDelta = sLse + kCols;
 
@@ -407,10 +400,8 @@ template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
     dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
-  using Smem = typename Ops::Smem;
-  constexpr int P = Ops::kPitch, N = D / 8;
-  extern __shared__ __align__(16) unsigned char smem[];
-  const auto [sQ, sdO, sK, sV, unused] = backward_tiles<Smem>(smem, kRows, kCols, P);
+  constexpr int N = D / 8;
+  const auto [sQ, sdO, sK, sV, unused] = backward_smem<D, E>();
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
