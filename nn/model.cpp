@@ -61,9 +61,6 @@ bool is_index(const std::string& part) {
   return !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// t in the dtype of `like` (a bfloat16 branch output widened to join the float32 residual stream).
-Tensor in_dtype_of(const Tensor& t, const Tensor& like) { return t.dtype() == like.dtype() ? t : to(t, like.dtype()); }
-
 }  // namespace
 
 std::string current_parameter_name(const std::string& key) {
@@ -103,13 +100,13 @@ Tensor Block::mlp_branch(const Tensor& x) {
 Tensor Block::forward(const Tensor& x, MixerIO* io) {
   // Under bfloat16 precision the branches run on bfloat16 activations where their kernels allow
   // (nn/precision.h); the residual stream x stays in its dtype, which each branch's last product
-  // writes (in_dtype_of is then no work).
+  // writes (the to()s below are then no work).
   const DType mixer_dtype = mixer->takes_bfloat16() ? activation_dtype(x) : x.dtype();
   const Tensor mixer_in = mixer_norm->forward(x, mixer_dtype);
   const Tensor mixer_out = mixer->forward(mixer_in);
-  if (io) *io = {in_dtype_of(mixer_in, x), in_dtype_of(mixer_out, x)};  // in the stream's dtype, for linearizing
-  const Tensor h = x + residual_dropout(in_dtype_of(mixer_out, x));
-  return h + residual_dropout(in_dtype_of(mlp_branch(h), h));
+  if (io) *io = {linea::to(mixer_in, x.dtype()), linea::to(mixer_out, x.dtype())};  // in the stream's dtype
+  const Tensor h = x + residual_dropout(linea::to(mixer_out, x.dtype()));
+  return h + residual_dropout(linea::to(mlp_branch(h), h.dtype()));
 }
 
 Tensor Block::step(const Tensor& x, DecodeState& mixer_state) {

@@ -57,4 +57,12 @@ Tensor contiguous_rows(const Tensor& x);
 // A 0-dim tensor holding value, in x's dtype and on x's device.
 Tensor scalar_like(double value, const Tensor& x);
 
+// A kernel's float parameter (a norm's weight, RoPE's tables) in the dtype the kernel computes in
+// for x: p widened through the differentiable cast when it is bfloat16 and x computes in float32
+// (compute_dtype); p itself otherwise, for the caller's checks.
+inline Tensor in_compute_dtype(const Tensor& p, const Tensor& x) {
+  const DType want = compute_dtype(x.dtype());
+  return p.defined() && p.dtype() == kBFloat16 && want != kBFloat16 ? to(p, want) : p;
+}
+
 }  // namespace linea::ops_detail

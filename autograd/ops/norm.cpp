@@ -17,8 +17,7 @@ namespace {
 Tensor parameter_for(const Tensor& p, const Tensor& x, const char* op, const char* what) {
   if (!p.defined()) return p;
   const DType want = compute_dtype(x.dtype());
-  const Tensor q = p.dtype() == kBFloat16 && want != kBFloat16 ? to(p, want) : p;
-  check_defined(q, op);
+  const Tensor q = in_compute_dtype(p, x);
   LINEA_CHECK(q.device() == x.device(), op, what, " is on another device than x: ", p.describe(), " and ",
               x.describe());
   LINEA_CHECK(q.dtype() == want, op, what, " must be ", dtype_name(want), " for ", x.describe(), ", got ",

@@ -38,8 +38,7 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos_, const Tensor& sin_)
   // The tables in the type the rotation computes in: float32 for bfloat16 x (bfloat16 tables are
   // widened).
   const DType table_dtype = compute_dtype(x.dtype());
-  auto table = [&](const Tensor& t) { return t.dtype() == kBFloat16 && table_dtype != kBFloat16 ? to(t, table_dtype) : t; };
-  const Tensor cos = table(cos_), sin = table(sin_);
+  const Tensor cos = in_compute_dtype(cos_, x), sin = in_compute_dtype(sin_, x);
   for (const Tensor* t : {&cos, &sin}) {
     LINEA_CHECK(t->device() == x.device(), op, "the tables must be on x's device: ", t->describe(), " and ",
                 x.describe());

@@ -282,8 +282,9 @@ __global__ void attention_delta_kernel(const T* dout, HeadStrides dos, const T* 
     const int64_t bh = row / s.tq, i = row % s.tq, b = bh / s.heads, h = bh % s.heads;
     const T* dor = dout + b * dos.b + h * dos.h + i * dos.t;
     const T* orow = out + head_offset(os, b, h, i);
-    compute_t<T> sum = 0;
-    for (int64_t d = lane; d < s.dh; d += 32) sum += static_cast<compute_t<T>>(dor[d]) * static_cast<compute_t<T>>(orow[d]);
+    using C = compute_t<T>;
+    C sum = 0;
+    for (int64_t d = lane; d < s.dh; d += 32) sum += static_cast<C>(dor[d]) * static_cast<C>(orow[d]);
     sum = warp_sum(sum);
     if (lane == 0) delta[row] = sum;
   }

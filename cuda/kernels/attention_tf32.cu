@@ -43,10 +43,10 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // How tiles of E live in shared memory and are multiplied, per head dim D (padded to 32, 64 or
-// 128). stored: an element as the tile keeps it (load_rows). score_tile: acc (16 x 64, C layout) = rows [row, row + 16) of `rows`
-// times the 64 rows of `cols`, transposed (a score tile, contracted over the head dim).
-// accumulate_product: out (16 x D, C layout) += s (16 x 64, C layout) times the 64 x D tile `m`,
-// contracted over the tile's 64 rows.
+// 128). stored: an element as the tile keeps it (load_rows). score_tile: acc (16 x 64, C layout)
+// = rows [row, row + 16) of `rows` times the 64 rows of `cols`, transposed (a score tile,
+// contracted over the head dim). accumulate_product: out (16 x D, C layout) += s (16 x 64, C
+// layout) times the 64 x D tile `m`, contracted over the tile's 64 rows.
 template <int D, class E>
 struct TileOps;
 

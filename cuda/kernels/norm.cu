@@ -319,8 +319,9 @@ void CudaBackend::rms_norm(const Tensor& x_, const Tensor& weight_, double eps, 
     using C = compute_t<X>;
     if (packed_forward<X, Y, true>(device_, stream, x, weight, Tensor(), eps, y, Tensor(), rstd)) return;
     with_row_group(rc.cols, rc.rows, [&]<int kGroup>() {
-      rms_norm_kernel<X, Y, kGroup><<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
-          x.data<X>(), data_or_null<C>(weight), static_cast<C>(eps), y.data<Y>(), rstd.data<C>(), rc.rows, rc.cols);
+      rms_norm_kernel<X, Y, kGroup>
+          <<<row_blocks<kGroup>(rc.rows, device_), RowGroup<kGroup>::kBlockThreads, 0, stream>>>(
+              x.data<X>(), data_or_null<C>(weight), static_cast<C>(eps), y.data<Y>(), rstd.data<C>(), rc.rows, rc.cols);
     });
     LINEA_CUDA_LAUNCH_CHECK("rms_norm", "x ", x.describe());
   });

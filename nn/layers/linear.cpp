@@ -32,7 +32,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, Linear
 Tensor Linear::forward(const Tensor& x, DType out) const {
   const Tensor y = forward_without_bias(x, out);
   if (!bias.defined()) return y;
-  return y + (bias.dtype() == y.dtype() ? bias : linea::to(bias, y.dtype()));  // bfloat16 activations: the bias rounded
+  return y + linea::to(bias, y.dtype());  // bfloat16 activations: the bias rounded (to() is a no-op otherwise)
 }
 
 Tensor Linear::forward_without_bias(const Tensor& x, DType out) const {
@@ -42,8 +42,7 @@ Tensor Linear::forward_without_bias(const Tensor& x, DType out) const {
   const Tensor y = linear_product(x, weight, out);
   if (!lora) return y;
   // The adapter in float32 (its matrices' dtype), its update rounded into bfloat16 activations.
-  const Tensor update = lora->forward(x.dtype() == weight.dtype() ? x : linea::to(x, weight.dtype()));
-  return y + (update.dtype() == y.dtype() ? update : linea::to(update, y.dtype()));
+  return y + linea::to(lora->forward(linea::to(x, weight.dtype())), y.dtype());
 }
 
 void Linear::add_lora(int64_t rank, double alpha, Generator& gen) {

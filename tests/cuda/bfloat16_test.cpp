@@ -165,7 +165,8 @@ TEST(CudaBFloat16, RotaryMatchesTheCpu) {
     // x as it is, and x read through a transpose of a (2, 37, 3, dh) tensor (strided rows).
     const Tensor strided = transpose(contiguous(transpose(x, 1, 2)), 1, 2);
     for (const Tensor& xin : {x, strided})
-      EXPECT_TRUE(matches_cpu(rotary_embedding(on_gpu(xin), on_gpu(c), on_gpu(s)), rotary_embedding(xin, c, s), unit, 1e-6))
+      EXPECT_TRUE(
+          matches_cpu(rotary_embedding(on_gpu(xin), on_gpu(c), on_gpu(s)), rotary_embedding(xin, c, s), unit, 1e-6))
           << what;
     const Tensor dy = to(random_normal({2, 3, 37, dh}, kFloat32, seed + 2), kBFloat16);
     const Tensor leaf = clone(x).requires_grad_(), device_leaf = on_gpu(x).requires_grad_();

@@ -324,7 +324,8 @@ TEST(BFloat16Tensor, CrossEntropyComputesInFloat32) {
 TEST(BFloat16Tensor, AttentionComputesInFloat32AndRoundsOnce) {
   Generator gen(std::random_device{}());
   const Tensor q = to(randn({2, 4, 19, 16}, kFloat32, &gen), kBFloat16);
-  const Tensor k = to(randn({2, 2, 23, 16}, kFloat32, &gen), kBFloat16), v = to(randn({2, 2, 23, 16}, kFloat32, &gen), kBFloat16);
+  const Tensor k = to(randn({2, 2, 23, 16}, kFloat32, &gen), kBFloat16);
+  const Tensor v = to(randn({2, 2, 23, 16}, kFloat32, &gen), kBFloat16);
   const Tensor dout = to(randn({2, 4, 19, 16}, kFloat32, &gen), kBFloat16);
   const Backend& cpu = backend_for(q);
   const double scale = 0.25;
@@ -337,10 +338,15 @@ TEST(BFloat16Tensor, AttentionComputesInFloat32AndRoundsOnce) {
     EXPECT_TRUE(all_close(out, to(out32, kBFloat16), 0, 0)) << "window " << window;
     EXPECT_TRUE(all_close(lse, lse32, 0, 0)) << "window " << window;
     std::vector<Tensor> g, g32;
-    for (const Tensor& t : {q, k, v}) g.push_back(empty(t.shape(), kBFloat16)), g32.push_back(empty(t.shape(), kFloat32));
+    for (const Tensor& t : {q, k, v}) {
+      g.push_back(empty(t.shape(), kBFloat16));
+      g32.push_back(empty(t.shape(), kFloat32));
+    }
     cpu.attention_backward(q, k, v, out, lse, dout, scale, window, g[0], g[1], g[2]);
-    cpu.attention_backward(wide(q), wide(k), wide(v), wide(out), lse, wide(dout), scale, window, g32[0], g32[1], g32[2]);
-    for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(g[i], to(g32[i], kBFloat16), 0, 0)) << "window " << window << " input " << i;
+    cpu.attention_backward(wide(q), wide(k), wide(v), wide(out), lse, wide(dout), scale, window, g32[0], g32[1],
+                           g32[2]);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(all_close(g[i], to(g32[i], kBFloat16), 0, 0)) << "window " << window << " input " << i;
   }
   const Tensor lq = clone(q).requires_grad_(), lk = clone(k).requires_grad_(), lv = clone(v).requires_grad_();
   const Tensor y = scaled_dot_product_attention(lq, lk, lv, 5);
@@ -353,7 +359,8 @@ TEST(BFloat16Tensor, AttentionComputesInFloat32AndRoundsOnce) {
 // rotation), with the dims past the rotated ones copied; bfloat16 tables are widened first.
 TEST(BFloat16Tensor, RotaryComputesInFloat32AndRoundsOnce) {
   Generator gen(std::random_device{}());
-  const Tensor x = to(randn({2, 3, 9, 10}, kFloat32, &gen), kBFloat16), dy = to(randn({2, 3, 9, 10}, kFloat32, &gen), kBFloat16);
+  const Tensor x = to(randn({2, 3, 9, 10}, kFloat32, &gen), kBFloat16);
+  const Tensor dy = to(randn({2, 3, 9, 10}, kFloat32, &gen), kBFloat16);
   const Tensor angles = uniform({9, 4}, -3.0, 3.0, kFloat32, &gen);
   const Tensor c = cos(angles), s = sin(angles);
   const Tensor leaf = clone(x).requires_grad_(), wide = to(x, kFloat32).requires_grad_();
@@ -364,7 +371,8 @@ TEST(BFloat16Tensor, RotaryComputesInFloat32AndRoundsOnce) {
   EXPECT_EQ(g.dtype(), kBFloat16);
   EXPECT_TRUE(all_close(g, to(grad(y32, {wide}, to(dy, kFloat32))[0], kBFloat16), 0, 0));
   const Tensor cb = to(c, kBFloat16), sb = to(s, kBFloat16);
-  EXPECT_TRUE(all_close(rotary_embedding(x, cb, sb), to(rotary_embedding(to(x, kFloat32), to(cb, kFloat32), to(sb, kFloat32)), kBFloat16), 0, 0));
+  const Tensor widened_tables = rotary_embedding(to(x, kFloat32), to(cb, kFloat32), to(sb, kFloat32));
+  EXPECT_TRUE(all_close(rotary_embedding(x, cb, sb), to(widened_tables, kBFloat16), 0, 0));
 }
 
 TEST(BFloat16Tensor, KernelsWithoutItSayWhatToDo) {
