@@ -30,8 +30,10 @@
 // rounded once as they are stored.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "cuda/kernels/attention_tiles.cuh"
+#include "cuda/kernels/cp_async.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/pack.cuh"
 
@@ -40,11 +42,13 @@ namespace linea::cuda::attention_tiles {
 namespace {
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;  // rows of a block's own tile
+constexpr int kCols = 64;           // rows of a streamed tile (the score tile's columns)
 constexpr float kLog2e = 1.4426950408889634f;
 
 // How tiles of E live in shared memory and are multiplied, per head dim D (padded to 32, 64 or
 // 128). stored: an element as the tile keeps it (load_rows). score_tile: acc (16 x 64, C layout)
-// = rows [row, row + 16) of `rows` times the 64 rows of `cols`, transposed (a score tile,
+// = rows [row0, row0 + 16) of `rows` times the 64 rows of `cols`, transposed (a score tile,
 // contracted over the head dim). accumulate_product: out (16 x D, C layout) += s (16 x 64, C
 // layout) times the 64 x D tile `m`, contracted over the tile's 64 rows.
 template <int D, class E>
@@ -70,14 +74,14 @@ struct TileOps<D, float> {
     a[3] = r0[8 * kPitch + 4];
   }
 
-  __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const float* rows, int row, const float* cols,
+  __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const float* rows, int row0, const float* cols,
                                                     int g, int t) {
 #pragma unroll
     for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 8; ++kk) {
       float a[4];
-      load_a(a, rows, row, kk, t);
+      load_a(a, rows, row0 + g, kk, t);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const float* b = cols + (8 * n + g) * kPitch + 8 * kk + t;
@@ -99,7 +103,10 @@ struct TileOps<D, float> {
 };
 
 // bfloat16 on mma.m16n8k16. Shared rows of D + 8 bfloat16 (16 bytes of padding): rows stay 16-byte
-// aligned for ldmatrix, and 8 rows read at the same column fall 4 banks apart.
+// aligned for ldmatrix, and 8 rows read at the same column fall 4 banks apart. Every operand comes
+// from ldmatrix.x4 (mma.cuh: load_matrices), four registers an instruction: a 32-bit load per
+// register made the kernels issue-bound (ncu: 5.8 cycles per issued instruction at 4 warps per
+// scheduler, a third of the instructions loads).
 template <int D>
 struct TileOps<D, bfloat16> {
   using Smem = bfloat16;
@@ -107,22 +114,24 @@ struct TileOps<D, bfloat16> {
 
   __device__ __forceinline__ static bfloat16 stored(bfloat16 x) { return x; }
 
-  // The bfloat16 pair at (row, col) and (row, col + 1) of a shared tile, as one register.
-  __device__ __forceinline__ static uint32_t pair(const bfloat16* tile, int row, int col) {
-    return *reinterpret_cast<const uint32_t*>(tile + row * kPitch + col);
-  }
-
-  __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const bfloat16* rows, int row,
-                                                    const bfloat16* cols, int g, int t) {
+  __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const bfloat16* rows, int row0,
+                                                    const bfloat16* cols, int /*g*/, int /*t*/) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
     for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const int k = 16 * kk + 2 * t;
-      const uint32_t a[4] = {pair(rows, row, k), pair(rows, row + 8, k), pair(rows, row, k + 8),
-                             pair(rows, row + 8, k + 8)};
+      // A: matrices (rows 0-7, 8-15) x (columns 0-7, 8-15) of the k-step, in fragment order.
+      uint32_t a[4];
+      load_matrices(a, rows + (row0 + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
 #pragma unroll
-      for (int n = 0; n < 8; ++n) mma_bf16(acc[n], a, pair(cols, 8 * n + g, k), pair(cols, 8 * n + g, k + 8));
+      for (int n = 0; n < 8; n += 2) {
+        // B of column blocks n and n + 1: their 8 rows of `cols`, at columns 0-7 and 8-15.
+        uint32_t b[4];
+        load_matrices(b, cols + (8 * n + lane % 8 + 8 * (lane / 16)) * kPitch + 16 * kk + 8 * (lane / 8 % 2));
+        mma_bf16(acc[n], a, b[0], b[1]);
+        mma_bf16(acc[n + 1], a, b[2], b[3]);
+      }
     }
   }
 
@@ -133,16 +142,36 @@ struct TileOps<D, bfloat16> {
     for (int j = 0; j < 4; ++j) {  // 16 keys a step: score blocks 2j and 2j + 1
       const uint32_t a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
                              pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
-      const bfloat16* row = m + (16 * j + lane % 16) * kPitch;
+      // B of column blocks dn and dn + 1: the step's 16 rows of m at columns 8 dn and 8 dn + 8,
+      // transposed.
+      const bfloat16* row = m + (16 * j + lane % 16) * kPitch + 8 * (lane / 16);
 #pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        uint32_t b0, b1;
-        load_b_transposed(b0, b1, row + 8 * dn);
-        mma_bf16(out[dn], a, b0, b1);
+      for (int dn = 0; dn < D / 8; dn += 2) {
+        uint32_t b[4];
+        load_matrices_transposed(b, row + 8 * dn);
+        mma_bf16(out[dn], a, b[0], b[1]);
+        mma_bf16(out[dn + 1], a, b[2], b[3]);
       }
     }
   }
 };
+
+// A thread's 16-byte pieces of a tile of kRows rows of D elements of E: the block's threads cover
+// kRowsPerPass whole rows a pass, so a thread's column and its rows' spacing stay fixed, and its
+// global and shared addresses advance by constants from pass to pass.
+template <int kRows, int D, class E>
+struct TilePieces {
+  static constexpr int V = kPack<E>, kPerRow = D / V, kRowsPerPass = kThreads / kPerRow;
+  static constexpr int kPasses = kRows / kRowsPerPass;
+  static_assert(kThreads % kPerRow == 0 && kRows % kRowsPerPass == 0, "whole rows a pass");
+  int row = static_cast<int>(threadIdx.x) / kPerRow, col = V * (static_cast<int>(threadIdx.x) % kPerRow);
+};
+
+// Whether rows `stride` apart at src can be read 16 bytes at a time.
+template <class E>
+__device__ __forceinline__ bool sixteen_byte_rows(const E* src, int64_t stride, int64_t dh) {
+  return dh % kPack<E> == 0 && stride % kPack<E> == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+}
 
 // Rows [row0, row0 + kRows) of a (n_rows, dh) matrix of E whose rows are `stride` apart into
 // shared rows of TileOps<D, E>::kPitch, as TileOps::stored keeps them; zeros past n_rows and dh.
@@ -151,17 +180,19 @@ template <int kRows, int D, class E>
 __device__ __forceinline__ void load_rows(typename TileOps<D, E>::Smem* dst, const E* src, int64_t stride,
                                           int64_t row0, int64_t n_rows, int64_t dh) {
   using Ops = TileOps<D, E>;
-  constexpr int V = kPack<E>, P = Ops::kPitch;
-  const bool vectors = dh % V == 0 && stride % V == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-  if (vectors) {
-    for (int e = threadIdx.x; e < kRows * D / V; e += kThreads) {
-      const int r = e / (D / V), c = V * (e % (D / V));
-      const int64_t row = row0 + r;
-      Pack<E, V> x{};
-      if (row < n_rows && c < dh) x = load_pack<E, V>(src + row * stride + c);
+  using Pieces = TilePieces<kRows, D, E>;
+  constexpr int V = Pieces::V, P = Ops::kPitch;
+  if (sixteen_byte_rows(src, stride, dh)) {
+    const Pieces my;
+    const E* from = src + (row0 + my.row) * stride + my.col;
 #pragma unroll
-      for (int i = 0; i < V; ++i) x.v[i] = Ops::stored(x.v[i]);
-      store_pack<E, V>(dst + r * P + c, x);
+    for (int i = 0; i < Pieces::kPasses; ++i) {
+      const int r = my.row + i * Pieces::kRowsPerPass;
+      Pack<E, V> x{};
+      if (row0 + r < n_rows && my.col < dh) x = load_pack<E, V>(from + i * Pieces::kRowsPerPass * stride);
+#pragma unroll
+      for (int j = 0; j < V; ++j) x.v[j] = Ops::stored(x.v[j]);
+      store_pack<E, V>(dst + r * P + my.col, x);
     }
   } else {
     for (int e = threadIdx.x; e < kRows * D; e += kThreads) {
@@ -189,6 +220,68 @@ __device__ __forceinline__ void load_key_tile(typename TileOps<D, E>::Smem* sK, 
   load_head_tile<kKeys, D, E>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
   load_head_tile<kKeys, D, E>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
   __syncthreads();
+}
+
+// load_rows for bfloat16, whose tiles keep the elements as they are: with 16-byte rows the copies
+// are cp.async (cuda/kernels/cp_async.cuh), to be committed and waited for by the caller.
+template <int kRows, int D>
+__device__ __forceinline__ void copy_rows(bfloat16* dst, const bfloat16* src, int64_t stride, int64_t row0,
+                                          int64_t n_rows, int64_t dh) {
+  using Pieces = TilePieces<kRows, D, bfloat16>;
+  if (!sixteen_byte_rows(src, stride, dh)) {
+    load_rows<kRows, D, bfloat16>(dst, src, stride, row0, n_rows, dh);
+    return;
+  }
+  const Pieces my;
+  const bfloat16* from = src + (row0 + my.row) * stride + my.col;
+#pragma unroll
+  for (int i = 0; i < Pieces::kPasses; ++i) {
+    const int r = my.row + i * Pieces::kRowsPerPass;
+    const bool inside = row0 + r < n_rows && my.col < dh;
+    cp_async16(dst + r * TileOps<D, bfloat16>::kPitch + my.col,
+               inside ? from + i * Pieces::kRowsPerPass * stride : src, inside ? 16 : 0);
+  }
+}
+
+// The tiles a block streams over (key tiles in the forward and dq, query tiles in dk/dv) come in
+// kStreamBuffers<E> buffers. bfloat16 tiles come in two: the next tile's copies (cp.async) are
+// issued before the current one is multiplied, and one barrier a tile both publishes a tile and
+// frees the other buffer. float32 tiles pass through registers (rounded to TF32), so loading them
+// cannot overlap the products; they keep one buffer and two barriers a tile.
+template <class E>
+constexpr int kStreamBuffers = std::is_same_v<E, bfloat16> ? 2 : 1;
+
+// Calls f(k0, sK, sV) for each key tile k0 of `span` of K/V head kvh of batch b, in order, with the
+// tile in shared memory: the forward's and dq's loop. `buffers` holds kStreamBuffers<E> (K, V)
+// pairs.
+template <int D, class E, class Tensors, class F>
+__device__ __forceinline__ void stream_key_tiles(typename TileOps<D, E>::Smem* buffers, const Tensors& a, int64_t b,
+                                                 int64_t kvh, const KeySpan& span, const AttentionShape& s, F&& f) {
+  constexpr int kTile = kCols * TileOps<D, E>::kPitch;
+  if constexpr (kStreamBuffers<E> == 2) {
+    const E* k = a.k + head_offset(a.ks, b, kvh, 0);
+    const E* v = a.v + head_offset(a.vs, b, kvh, 0);
+    const auto fetch = [&](int64_t k0, int buffer) {
+      copy_rows<kCols, D>(buffers + 2 * buffer * kTile, k, a.ks.t, k0, s.tk, s.dh);
+      copy_rows<kCols, D>(buffers + (2 * buffer + 1) * kTile, v, a.vs.t, k0, s.tk, s.dh);
+      cp_async_commit();
+    };
+    if (span.first > span.last) return;  // no copy left in flight at the block's exit
+    fetch(span.first, 0);
+    int buffer = 0;
+    for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols, buffer ^= 1) {
+      cp_async_wait_all();
+      // Tile k0 is in for every thread, and every thread is done with the other buffer's tile.
+      __syncthreads();
+      if (k0 + kCols <= span.last) fetch(k0 + kCols, buffer ^ 1);
+      f(k0, buffers + 2 * buffer * kTile, buffers + (2 * buffer + 1) * kTile);
+    }
+  } else {
+    for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
+      load_key_tile<kCols, D, E>(buffers, buffers + kTile, a, b, kvh, k0, s);
+      f(k0, buffers, buffers + kTile);
+    }
+  }
 }
 
 // A thread's place in the fragments (lane = 4 g + t) and its two rows of the block's tile: row
@@ -241,8 +334,6 @@ __device__ __forceinline__ void store_rows(E* base, int64_t stride, int64_t row0
   store_rows<D>(base, stride, row0, n_rows, dh, acc, both, g, t);
 }
 
-constexpr int kRows = 16 * kWarps;  // rows of a block's own tile
-constexpr int kCols = 64;           // rows of a streamed tile (the score tile's columns)
 
 // Calls f(n, e, half, seen) for each element of a lane's part of the score tile of the query rows
 // at q0 against the key tile at k0 (the forward's and dq's layout): half is 0 for the lane's row
@@ -250,14 +341,18 @@ constexpr int kCols = 64;           // rows of a streamed tile (the score tile's
 template <class F>
 __device__ __forceinline__ void for_each_query_score(int64_t q0, int row, int64_t k0, int t, const AttentionShape& s,
                                                      F&& f) {
-  const bool full = tile_fully_visible(q0, kRows, k0, kCols, s);
+  // Two copies of the loop, so that the tiles off the diagonal (nearly all) test no mask.
+  if (tile_fully_visible(q0, kRows, k0, kCols, s)) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int half = e / 2;
-      f(n, e, half, full || visible(q0 + row + 8 * half, k0 + score_col(n, e, t), s));
-    }
+      for (int e = 0; e < 4; ++e) f(n, e, e / 2, true);
+  } else {
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f(n, e, e / 2, visible(q0 + row + 8 * (e / 2), k0 + score_col(n, e, t), s));
+  }
 }
 
 template <int D, class E>
@@ -269,8 +364,6 @@ __global__ void __launch_bounds__(kThreads)
   constexpr float kInf = std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) unsigned char smem[];
   Smem* sQ = reinterpret_cast<Smem*>(smem);
-  Smem* sK = sQ + kRows * P;
-  Smem* sV = sK + kCols * P;
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
@@ -279,11 +372,9 @@ __global__ void __launch_bounds__(kThreads)
 
   float o[N][4] = {}, m[2] = {-kInf, -kInf}, l[2] = {0.f, 0.f};
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
-  for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
-    load_key_tile<kCols, D, E>(sK, sV, a, tile.b, kvh, k0, s);
-
+  stream_key_tiles<D, E>(sQ + kRows * P, a, tile.b, kvh, span, s, [&](int64_t k0, const Smem* sK, const Smem* sV) {
     float sc[8][4];
-    Ops::score_tile(sc, sQ, row, sK, g, t);
+    Ops::score_tile(sc, sQ, 16 * warp, sK, g, t);
     float tile_max[2] = {-kInf, -kInf};
     for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
       sc[n][e] = seen ? sc[n][e] * scale_log2 : -kInf;  // scores in log2 units
@@ -295,7 +386,7 @@ __global__ void __launch_bounds__(kThreads)
       const float m_new = fmaxf(m[half], quad_max(tile_max[half]));
       // Nothing visible yet: subtract 0, so that exp2(-inf - 0) = 0 rather than exp2(-inf + inf).
       base[half] = m_new == -kInf ? 0.f : m_new;
-      const float alpha = exp2f(m[half] - base[half]);
+      const float alpha = exp2_approx(m[half] - base[half]);
       l[half] *= alpha;  // this lane's part of the row sum; the 4 parts are added at the end
       m[half] = m_new;
 #pragma unroll
@@ -308,11 +399,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        sc[n][e] = exp2f(sc[n][e] - base[e / 2]);
+        sc[n][e] = exp2_approx(sc[n][e] - base[e / 2]);
         l[e / 2] += sc[n][e];
       }
     Ops::accumulate_product(o, sc, sV, g, t);
-  }
+  });
 
   const int64_t bh = tile.b * s.heads + tile.h;
   float inv[2];
@@ -327,68 +418,153 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<D>(a.out + head_offset(a.os, tile.b, tile.h, 0), a.os.t, tile.q0 + 16 * warp, s.tq, s.dh, o, inv, g, t);
 }
 
-// A backward block's shared memory (attention_tiles.cuh: backward_tiles) in TileOps<D, E>'s tiles.
+// Blocks per SM the backward kernels are compiled for: 3 up to head dim 64 caps them at 168
+// registers (left alone, the bfloat16 dk/dv kernel took 171, and 2 blocks); the 128 kernels need
+// more than 200 and keep whatever they take.
+template <int D>
+constexpr int kBackwardBlocks = D <= 64 ? 3 : 1;
+
+// A backward block's shared memory: the two tiles of the rows it owns (keys and values for dk and
+// dv, queries and dout for dq), kStreamBuffers<E> pairs of the tiles it streams over, then, for
+// dk/dv, the streamed query rows' statistics (lse in log2 units, then delta: 2 kCols floats a
+// buffer).
 template <int D, class E>
-__device__ __forceinline__ BackwardTiles<typename TileOps<D, E>::Smem> backward_smem() {
+struct BackwardSmem {
+  using Smem = typename TileOps<D, E>::Smem;
+  static constexpr size_t kTile = size_t{kCols} * TileOps<D, E>::kPitch;  // elements of a tile
+  static_assert(kRows == kCols, "owned and streamed tiles of the same size");
+  static constexpr size_t kTileBytes = (2 + 2 * kStreamBuffers<E>) * kTile * sizeof(Smem);
+  static constexpr size_t bytes(bool with_stats) {
+    return kTileBytes + (with_stats ? sizeof(float) * 2 * kCols * kStreamBuffers<E> : 0);
+  }
+  Smem *own_a, *own_b, *streamed;
+  float* stats;
+};
+template <int D, class E>
+__device__ __forceinline__ BackwardSmem<D, E> backward_smem() {
   extern __shared__ __align__(16) unsigned char smem[];
-  return backward_tiles<typename TileOps<D, E>::Smem>(smem, kRows, kCols, TileOps<D, E>::kPitch);
+  using Layout = BackwardSmem<D, E>;
+  auto* tiles = reinterpret_cast<typename Layout::Smem*>(smem);
+  return {tiles, tiles + Layout::kTile, tiles + 2 * Layout::kTile, reinterpret_cast<float*>(smem + Layout::kTileBytes)};
+}
+
+// Calls f(h, q0, sQ, sdO, stats) for each query tile (q0) of each query head h of the group of K/V
+// head kvh that sees some key of a dk/dv block's tile (rows), in order, with the tiles and their
+// statistics (lse in log2 units at stats[0, kCols), delta at stats[kCols, 2 kCols)) in shared
+// memory. Each thread moves one statistic: lse of row threadIdx.x (threads below kCols) or delta.
+template <int D, class E, class F>
+__device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E>& smem, const BackwardTensors<E>& a,
+                                                   int64_t b, int64_t kvh, const RowSpan& rows,
+                                                   const AttentionShape& s, F&& f) {
+  static_assert(kThreads == 2 * kCols, "a statistic a thread");
+  using Smem = typename TileOps<D, E>::Smem;
+  constexpr size_t kTile = BackwardSmem<D, E>::kTile;
+  const int64_t group = s.heads / s.kv_heads, first_q0 = (rows.first / kCols) * kCols, h_end = (kvh + 1) * group;
+  if (first_q0 > rows.last) return;  // no copy left in flight at the block's exit
+  struct Step {
+    int64_t h, q0;
+  };
+  const auto next = [&](Step step) {
+    step.q0 += kCols;
+    if (step.q0 > rows.last) step = {step.h + 1, first_q0};
+    return step;
+  };
+  const bool is_lse = threadIdx.x < kCols;
+  const auto statistic = [&](const Step& step) {
+    const int64_t row = step.q0 + threadIdx.x % kCols;
+    if (row >= s.tq) return 0.f;  // rows past tq pad the tile
+    const int64_t at = (b * s.heads + step.h) * s.tq + row;
+    return is_lse ? a.lse[at] * kLog2e : a.delta[at];
+  };
+  const auto tiles = [&](int buffer) { return smem.streamed + 2 * buffer * kTile; };
+  const auto stats = [&](int buffer) { return smem.stats + 2 * kCols * buffer; };
+  if constexpr (kStreamBuffers<E> == 2) {
+    const auto fetch = [&](const Step& step, int buffer) {
+      copy_rows<kCols, D>(tiles(buffer), a.q + head_offset(a.qs, b, step.h, 0), a.qs.t, step.q0, s.tq, s.dh);
+      copy_rows<kCols, D>(tiles(buffer) + kTile, a.dout + head_offset(a.dos, b, step.h, 0), a.dos.t, step.q0, s.tq,
+                          s.dh);
+      cp_async_commit();
+    };
+    Step step{kvh * group, first_q0};
+    fetch(step, 0);
+    stats(0)[threadIdx.x] = statistic(step);
+    for (int buffer = 0; step.h < h_end; step = next(step), buffer ^= 1) {
+      cp_async_wait_all();
+      __syncthreads();  // as in stream_key_tiles
+      const Step coming = next(step);
+      const bool more = coming.h < h_end;
+      float coming_statistic = 0.f;
+      if (more) {
+        fetch(coming, buffer ^ 1);
+        coming_statistic = statistic(coming);  // its load is in flight during the products
+      }
+      f(step.h, step.q0, tiles(buffer), tiles(buffer) + kTile, stats(buffer));
+      if (more) stats(buffer ^ 1)[threadIdx.x] = coming_statistic;
+    }
+  } else {
+    for (Step step{kvh * group, first_q0}; step.h < h_end; step = next(step)) {
+      __syncthreads();  // the previous tile's readers are done
+      load_head_tile<kCols, D, E>(tiles(0), a.q, a.qs, b, step.h, step.q0, s.tq, s.dh);
+      load_head_tile<kCols, D, E>(tiles(0) + kTile, a.dout, a.dos, b, step.h, step.q0, s.tq, s.dh);
+      stats(0)[threadIdx.x] = statistic(step);
+      __syncthreads();
+      f(step.h, step.q0, static_cast<const Smem*>(tiles(0)), static_cast<const Smem*>(tiles(0) + kTile),
+        static_cast<const float*>(stats(0)));
+    }
+  }
 }
 
 // One block per (batch, K/V head, 64 keys): dk and dv of those keys, over every query tile (and
 // query head of the group) that sees them. Warps own key rows; score tiles are transposed (keys x
 // queries).
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
     dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
   constexpr int N = D / 8;
-  const auto [sK, sV, sQ, sdO, rest] = backward_smem<D, E>();
-  float* sLse = reinterpret_cast<float*>(rest);  // in log2 units
-  float* sDelta = sLse + kCols;
+  using Smem = typename Ops::Smem;
+  const BackwardSmem<D, E> smem = backward_smem<D, E>();
+  const Smem *sK = smem.own_a, *sV = smem.own_b;
 
   const KeyTile kt = key_tile<kRows>(s);
   const auto [warp, g, t, row] = this_lane();
-  load_head_tile<kRows, D, E>(sK, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
-  load_head_tile<kRows, D, E>(sV, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kRows, D, E>(smem.own_a, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kRows, D, E>(smem.own_b, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
 
   float dk[N][4] = {}, dv[N][4] = {};
   const RowSpan rows = row_span<kRows>(kt.k0, s);
-  const int64_t group = s.heads / s.kv_heads;
-  for (int64_t h = kt.kvh * group; h < (kt.kvh + 1) * group; ++h) {
-    for (int64_t q0 = (rows.first / kCols) * kCols; q0 <= rows.last; q0 += kCols) {
-      __syncthreads();  // the previous tile's readers are done
-      load_head_tile<kCols, D, E>(sQ, a.q, a.qs, kt.b, h, q0, s.tq, s.dh);
-      load_head_tile<kCols, D, E>(sdO, a.dout, a.dos, kt.b, h, q0, s.tq, s.dh);
-      for (int e = threadIdx.x; e < kCols; e += kThreads) {
-        const RowStats<float> r = row_stats(a, s, kt.b, h, q0 + e);
-        sLse[e] = r.lse * kLog2e;
-        sDelta[e] = r.delta;
-      }
-      __syncthreads();
-
-      // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
-      float p[8][4];
-      Ops::score_tile(p, sK, row, sQ, g, t);
-      const bool full = tile_fully_visible(q0, kCols, kt.k0, kRows, s);
+  stream_query_tiles<D, E>(smem, a, kt.b, kt.kvh, rows, s, [&](int64_t, int64_t q0, const Smem* sQ, const Smem* sdO,
+                                                                const float* stats) {
+    const float *sLse = stats, *sDelta = stats + kCols;
+    // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
+    float p[8][4];
+    Ops::score_tile(p, sK, 16 * warp, sQ, g, t);
+    const auto probability = [&](int n, int e, bool seen) {
+      const int col = score_col(n, e, t);
+      p[n][e] = seen ? exp2_approx(p[n][e] * scale_log2 - sLse[col]) : 0.f;
+    };
+    if (tile_fully_visible(q0, kCols, kt.k0, kRows, s)) {  // two copies, as in for_each_query_score
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = score_col(n, e, t);
-          const bool seen = full || visible(q0 + col, kt.k0 + row + 8 * (e / 2), s);
-          p[n][e] = seen ? exp2f(p[n][e] * scale_log2 - sLse[col]) : 0.f;
-        }
-      Ops::accumulate_product(dv, p, sdO, g, t);
-      // ds^T = p^T (v.do - D); dk += ds^T q.
-      float ds[8][4];
-      Ops::score_tile(ds, sV, row, sdO, g, t);
+        for (int e = 0; e < 4; ++e) probability(n, e, true);
+    } else {
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - sDelta[score_col(n, e, t)]);
-      Ops::accumulate_product(dk, ds, sQ, g, t);
+        for (int e = 0; e < 4; ++e)
+          probability(n, e, visible(q0 + score_col(n, e, t), kt.k0 + row + 8 * (e / 2), s));
     }
-  }
+    Ops::accumulate_product(dv, p, sdO, g, t);
+    // ds^T = p^T (v.do - D); dk += ds^T q.
+    float ds[8][4];
+    Ops::score_tile(ds, sV, 16 * warp, sdO, g, t);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - sDelta[score_col(n, e, t)]);
+    Ops::accumulate_product(dk, ds, sQ, g, t);
+  });
   const float scale = scale_log2 / kLog2e;
   store_rows<D>(a.dk + head_offset(a.dks, kt.b, kt.kvh, 0), a.dks.t, kt.k0 + 16 * warp, s.tk, s.dh, dk, scale, g, t);
   store_rows<D>(a.dv + head_offset(a.dvs, kt.b, kt.kvh, 0), a.dvs.t, kt.k0 + 16 * warp, s.tk, s.dh, dv, 1.f, g, t);
@@ -397,11 +573,12 @@ __global__ void __launch_bounds__(kThreads)
 // One block per (batch, head, 64 query rows): dq of those rows, streaming over the key tiles they
 // see as the forward did.
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
     dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
   constexpr int N = D / 8;
-  const auto [sQ, sdO, sK, sV, unused] = backward_smem<D, E>();
+  const BackwardSmem<D, E> smem = backward_smem<D, E>();
+  typename Ops::Smem *sQ = smem.own_a, *sdO = smem.own_b;
 
   const QueryTile tile = query_tile<kRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
@@ -418,18 +595,17 @@ __global__ void __launch_bounds__(kThreads)
 
   float dq[N][4] = {};
   const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
-  for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
-    load_key_tile<kCols, D, E>(sK, sV, a, tile.b, kvh, k0, s);
-
+  using Smem = typename Ops::Smem;
+  stream_key_tiles<D, E>(smem.streamed, a, tile.b, kvh, span, s, [&](int64_t k0, const Smem* sK, const Smem* sV) {
     float p[8][4], ds[8][4];
-    Ops::score_tile(p, sQ, row, sK, g, t);
-    Ops::score_tile(ds, sdO, row, sV, g, t);
+    Ops::score_tile(p, sQ, 16 * warp, sK, g, t);
+    Ops::score_tile(ds, sdO, 16 * warp, sV, g, t);
     for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
-      const float pe = seen ? exp2f(p[n][e] * scale_log2 - lse[half]) : 0.f;
+      const float pe = seen ? exp2_approx(p[n][e] * scale_log2 - lse[half]) : 0.f;
       ds[n][e] = pe * (ds[n][e] - delta[half]);
     });
     Ops::accumulate_product(dq, ds, sK, g, t);
-  }
+  });
   store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + 16 * warp, s.tq, s.dh, dq,
                 scale_log2 / kLog2e, g, t);
 }
@@ -437,7 +613,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class E>
 void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t bytes = sizeof(typename TileOps<D, E>::Smem) * (kRows + 2 * kCols) * TileOps<D, E>::kPitch;
+    const size_t bytes =
+        sizeof(typename TileOps<D, E>::Smem) * (kRows + 2 * kStreamBuffers<E> * kCols) * TileOps<D, E>::kPitch;
     launch_tiled(forward_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, bytes, stream, "attention",
                  a, s, scale * kLog2e);
   });
@@ -446,10 +623,10 @@ void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, c
 template <class E>
 void backward(const BackwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t tiles = sizeof(typename TileOps<D, E>::Smem) * 2 * (kRows + kCols) * TileOps<D, E>::kPitch;
-    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads,
-                 tiles + sizeof(float) * 2 * kCols, stream, "attention_backward", a, s, scale * kLog2e);
-    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, tiles, stream,
+    const size_t dkdv_bytes = BackwardSmem<D, E>::bytes(true), dq_bytes = BackwardSmem<D, E>::bytes(false);
+    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads, dkdv_bytes, stream,
+                 "attention_backward", a, s, scale * kLog2e);
+    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, dq_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
   });
 }

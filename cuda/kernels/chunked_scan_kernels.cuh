@@ -88,6 +88,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels/chunked_scan.cuh"
 #include "cuda/kernels/chunked_scan.h"
+#include "cuda/kernels/cp_async.cuh"
 #include "cuda/launch.cuh"
 
 namespace linea::cuda::chunked {
@@ -151,35 +152,6 @@ __device__ __forceinline__ double log_decay_floor() {
 }
 
 // ---- loading ----------------------------------------------------------------------------------
-
-// 16 bytes from global to shared memory without going through registers (sm_80 and newer), the
-// bytes past `bytes` zero-filled; a plain copy on older GPUs. cp_async_wait_all waits for this
-// thread's copies; a __syncthreads after it makes every thread's visible.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes));
-#else
-  *static_cast<float4*>(smem) = bytes > 0 ? *static_cast<const float4*>(gmem) : make_float4(0.f, 0.f, 0.f, 0.f);
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-// Copies can be waited for in groups: cp_async_commit closes a group of this thread's copies, and
-// cp_async_wait_all_but_last waits for every group but the last one committed.
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all_but_last() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group 1;" ::: "memory");
-#endif
-}
 
 // Positions [p0, p0 + rows) x channels [c0, c0 + cols) of x (channels < width) for (b, h) into a
 // shared tile with rows of P elements; zeros outside the sequence and the channels. Asynchronous

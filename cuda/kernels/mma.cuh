@@ -68,16 +68,39 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 #endif
 }
 
-// The B fragment (k 16 x n 8) of a row-major [k][n] bfloat16 tile in shared memory, transposed by
-// ldmatrix: lanes 0..15 give the addresses of rows k = 0..15 (8 contiguous n each, 16-byte
-// aligned); lanes 16..31 repeat them (ignored by .x2).
-__device__ __forceinline__ void load_b_transposed(uint32_t& b0, uint32_t& b1, const void* row_of_this_lane) {
+// Four 8 x 8 matrices of bfloat16 from shared memory, one register each: lanes 8i .. 8i + 7 give
+// the addresses of matrix i's 8 rows (8 contiguous bfloat16 each, 16-byte aligned). Plain, lane
+// 4 g + t receives the pair at (row g, columns 2t, 2t + 1) of each matrix: an A or a B fragment
+// of rows stored along k. Transposed (.trans), it receives (rows 2t, 2t + 1, column g): a B
+// fragment of a tile stored [k][n].
+__device__ __forceinline__ void load_matrices(uint32_t (&r)[4], const void* row_of_this_lane) {
 #ifdef LINEA_NO_TF32_MMA
-  b0 = b1 = 0;
+  r[0] = r[1] = r[2] = r[3] = 0;
 #else
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row_of_this_lane));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(b0), "=r"(b1) : "r"(address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
 #endif
+}
+__device__ __forceinline__ void load_matrices_transposed(uint32_t (&r)[4], const void* row_of_this_lane) {
+#ifdef LINEA_NO_TF32_MMA
+  r[0] = r[1] = r[2] = r[3] = 0;
+#else
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row_of_this_lane));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+#endif
+}
+
+// 2^x in one instruction (ex2.approx.ftz: about 2 ulp, results below 2^-126 flushed to zero);
+// exp2f adds a denormal fix-up around the same instruction. Used where the result is a softmax
+// weight, whose denormal values add nothing a float32 sum would keep.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // A thread's place in the fragments: lane = 4 g + t.

@@ -4,7 +4,8 @@
 // default); forward and all three gradients,
 // over grouped-query heads, windows, fewer queries than keys, decoding, head dims that are not
 // powers of two, sequence lengths that are not multiples of the tiles, strided inputs; long
-// sequences (4k, 16k) checked on their last rows; the composite formula on the GPU; determinism.
+// sequences (4k, 16k) checked on their last rows; the composite formula on the GPU; determinism;
+// bfloat16 on the tensor-core kernels.
 // Without a GPU every test skips.
 #include <cmath>
 #include <cstdio>
@@ -32,10 +33,18 @@ const Precision kPrecisions[] = {{kFloat64, false}, {kFloat32, false}, {kFloat32
 // tensor's largest value (4e-3 leaves room for sums of 1k terms), plus an absolute 6e-3 for
 // gradients that cancel to zero (a row that sees one key has dq = dk = 0 exactly, yet keeps the
 // rounding of do.v, about 1e-3 of |do| |v| times the scale).
+//
+// bfloat16 runs the tensor-core kernels (attention_tf32.cu: bfloat16 mma) and is compared with the
+// CPU's float32 kernel on the widened inputs, rounded. The GPU rounds the probabilities and dS to
+// bfloat16 before the second products (relative 2^-9 each, against TF32's 2^-11 for float32), an
+// error relative to the magnitudes summed, as TF32's is: TF32's tolerance (of the largest value)
+// plus a bfloat16 unit for those roundings and for each side's rounding of its outputs.
 Tolerance attention_tolerance(const Precision& p) {
   if (p.dtype == kFloat64) return {1e-10, 1e-12};
+  if (p.dtype == kBFloat16) return {4e-3 + std::ldexp(1.0, -7), 6e-3 + std::ldexp(1.0, -7), true};
   return p.tf32 ? Tolerance{4e-3, 6e-3, true} : Tolerance{5e-4, 5e-5};
 }
+const Precision kBFloat16Precision{kBFloat16, true};
 
 struct Case {
   int64_t batch, heads, kv_heads, tq, tk, dh, window;
@@ -95,21 +104,18 @@ TEST(CudaAttention, MatchesCpu) {
   }
 }
 
-// bfloat16 on the tensor-core kernels (attention_tf32.cu: bfloat16 mma) against the CPU's float32
-// kernel on the widened inputs, rounded. The GPU rounds the probabilities and dS to bfloat16
-// before the second products (relative 2^-9 each, against TF32's 2^-11 for float32), an error
-// relative to the magnitudes summed, as TF32's is: TF32's tolerance (of the largest value) plus a
-// bfloat16 unit for those roundings and for each side's rounding of its outputs.
+// bfloat16 (attention_tolerance says how it is compared). Its key tiles are double-buffered with
+// cp.async where rows allow 16-byte copies (dh a multiple of 8): the cases cover both loaders.
 TEST(CudaAttention, Bfloat16MatchesCpu) {
   LINEA_SKIP_WITHOUT_CUDA();
-  const Tolerance tol{4e-3 + std::ldexp(1.0, -7), 6e-3 + std::ldexp(1.0, -7), true};
   for (const Case& c : kCases)
-    expect_device_parity(attention_with(c.window), draw(c, kBFloat16, 1), tol, label(c, {kBFloat16, true}));
+    expect_device_parity(attention_with(c.window), draw(c, kBFloat16, 1), attention_tolerance(kBFloat16Precision),
+                         label(c, kBFloat16Precision));
 }
 
 TEST(CudaAttention, StridedInputs) {
   LINEA_SKIP_WITHOUT_CUDA();
-  for (const Precision& p : kPrecisions) {
+  for (const Precision& p : {kPrecisions[0], kPrecisions[1], kPrecisions[2], kBFloat16Precision}) {
     const Tf32Setting mode(p.tf32);
     const DType dtype = p.dtype;
     // The layer's layout: (B, T, heads, dh) transposed to (B, heads, T, dh); rows read in place.
@@ -137,16 +143,16 @@ TEST(CudaAttention, StridedInputs) {
 TEST(CudaAttention, LongSequencesMatchCpuOnTheLastRows) {
   LINEA_SKIP_WITHOUT_CUDA();
   const int64_t rows = 3;
-  for (const Precision& p : {kPrecisions[1], kPrecisions[2]})
+  for (const Precision& p : {kPrecisions[1], kPrecisions[2], kBFloat16Precision})
     for (const auto& [t, window] : std::vector<std::pair<int64_t, int64_t>>{{4096, 0}, {16384, 0}, {16384, 1000}}) {
       SCOPED_TRACE(p.name() + " T=" + std::to_string(t) + " window=" + std::to_string(window));
       const Tf32Setting mode(p.tf32);
       const Case c{1, 4, 2, t, t, 64, window};
-      const std::vector<Tensor> x = draw(c, kFloat32, 8);
+      const std::vector<Tensor> x = draw(c, p.dtype, 8);
       const std::vector<Tensor> gx = gpu_leaves(x);
       const Tensor out = scaled_dot_product_attention(gx[0], gx[1], gx[2], window);
-      Tensor u_tail = random_normal({1, 4, rows, 64}, kFloat32, 9);
-      const Tensor u = cat({zeros({1, 4, t - rows, 64}), u_tail}, 2);
+      Tensor u_tail = random_normal({1, 4, rows, 64}, p.dtype, 9);
+      const Tensor u = cat({zeros({1, 4, t - rows, 64}, p.dtype), u_tail}, 2);
       const auto g = grad(out, gx, on_gpu(u));
 
       std::vector<Tensor> cx = {narrow(x[0], 2, t - rows, rows), x[1], x[2]};
@@ -156,7 +162,8 @@ TEST(CudaAttention, LongSequencesMatchCpuOnTheLastRows) {
       const Tolerance tol = attention_tolerance(p);
       EXPECT_TRUE(within(narrow(out, 2, t - rows, rows), out_cpu, tol)) << "out";
       EXPECT_TRUE(within(narrow(g[0], 2, t - rows, rows), g_cpu[0], tol)) << "dq";
-      EXPECT_EQ(max_abs_diff(to(narrow(g[0], 2, 0, t - rows), kCPU), zeros({1, 4, t - rows, 64})), 0.0) << "dq elsewhere";
+      EXPECT_EQ(max_abs_diff(to(narrow(g[0], 2, 0, t - rows), kCPU), zeros({1, 4, t - rows, 64}, p.dtype)), 0.0)
+          << "dq elsewhere";
       EXPECT_TRUE(within(g[1], g_cpu[1], tol)) << "dk";
       EXPECT_TRUE(within(g[2], g_cpu[2], tol)) << "dv";
       EXPECT_TRUE(std::isfinite(sum(out).item()));
@@ -208,13 +215,13 @@ TEST(CudaAttention, MatchesCompositeOnGpu) {
 TEST(CudaAttention, BackwardIsDeterministic) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Case c{2, 8, 2, 300, 300, 64, 0};
-  const std::vector<Tensor> x = gpu_leaves(draw(c, kFloat32, 12));
-  const Tensor u = on_gpu(random_normal({2, 8, 300, 64}, kFloat32, 13));
-  for (bool tf32 : {false, true}) {
-    const Tf32Setting mode(tf32);
+  for (const Precision& p : {kPrecisions[1], kPrecisions[2], kBFloat16Precision}) {
+    const Tf32Setting mode(p.tf32);
+    const std::vector<Tensor> x = gpu_leaves(draw(c, p.dtype, 12));
+    const Tensor u = on_gpu(random_normal({2, 8, 300, 64}, p.dtype, 13));
     const auto first = grad(scaled_dot_product_attention(x[0], x[1], x[2]), x, u);
     const auto second = grad(scaled_dot_product_attention(x[0], x[1], x[2]), x, u);
-    for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_values(first[i], second[i])) << "input " << i << " tf32 " << tf32;
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_values(first[i], second[i])) << "input " << i << " " << p.name();
   }
 }
 
