@@ -27,7 +27,8 @@
 // 8-column blocks are one A fragment of the next product's 16-key step, rounded to bfloat16 pairs
 // (as FlashAttention-2 does); its B operand, the streamed tile read along keys, comes transposed
 // from ldmatrix.trans. lse, delta and the softmax statistics stay float32; the outputs are
-// rounded once as they are stored.
+// rounded once as they are stored. The streamed bfloat16 tiles are double-buffered with cp.async
+// (stream_key_tiles, stream_query_tiles).
 #include <cmath>
 #include <limits>
 #include <type_traits>
