@@ -149,7 +149,7 @@ struct TileOps<D, bfloat16> {
 #pragma unroll
       for (int dn = 0; dn < D / 8; dn += 2) {
         uint32_t b[4];
-        load_matrices_transposed(b, row + 8 * dn);
+        load_matrices<true>(b, row + 8 * dn);
         mma_bf16(out[dn], a, b[0], b[1]);
         mma_bf16(out[dn + 1], a, b[2], b[3]);
       }

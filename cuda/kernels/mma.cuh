@@ -71,26 +71,20 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // Four 8 x 8 matrices of bfloat16 from shared memory, one register each: lanes 8i .. 8i + 7 give
 // the addresses of matrix i's 8 rows (8 contiguous bfloat16 each, 16-byte aligned). Plain, lane
 // 4 g + t receives the pair at (row g, columns 2t, 2t + 1) of each matrix: an A or a B fragment
-// of rows stored along k. Transposed (.trans), it receives (rows 2t, 2t + 1, column g): a B
-// fragment of a tile stored [k][n].
+// of rows stored along k. Transposed (ldmatrix .trans), it receives (rows 2t, 2t + 1, column g):
+// a B fragment of a tile stored [k][n].
+template <bool kTransposed = false>
 __device__ __forceinline__ void load_matrices(uint32_t (&r)[4], const void* row_of_this_lane) {
 #ifdef LINEA_NO_TF32_MMA
   r[0] = r[1] = r[2] = r[3] = 0;
 #else
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row_of_this_lane));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-#endif
-}
-__device__ __forceinline__ void load_matrices_transposed(uint32_t (&r)[4], const void* row_of_this_lane) {
-#ifdef LINEA_NO_TF32_MMA
-  r[0] = r[1] = r[2] = r[3] = 0;
-#else
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row_of_this_lane));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(row_of_this_lane));
+  if constexpr (kTransposed)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 #endif
 }
 
