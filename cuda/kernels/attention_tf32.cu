@@ -119,8 +119,6 @@ struct TileOps<D, bfloat16> {
                                                     const bfloat16* cols, int /*g*/, int /*t*/) {
     const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-#pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       // A: matrices (rows 0-7, 8-15) x (columns 0-7, 8-15) of the k-step, in fragment order.
       uint32_t a[4];
@@ -130,8 +128,13 @@ struct TileOps<D, bfloat16> {
         // B of column blocks n and n + 1: their 8 rows of `cols`, at columns 0-7 and 8-15.
         uint32_t b[4];
         load_matrices(b, cols + (8 * n + lane % 8 + 8 * (lane / 16)) * kPitch + 16 * kk + 8 * (lane / 8 % 2));
-        mma_bf16(acc[n], a, b[0], b[1]);
-        mma_bf16(acc[n + 1], a, b[2], b[3]);
+        if (kk == 0) {  // the first k-step starts the sums (32 register zeroings a tile fewer)
+          mma_bf16_from_zero(acc[n], a, b[0], b[1]);
+          mma_bf16_from_zero(acc[n + 1], a, b[2], b[3]);
+        } else {
+          mma_bf16(acc[n], a, b[0], b[1]);
+          mma_bf16(acc[n + 1], a, b[2], b[3]);
+        }
       }
     }
   }
@@ -235,12 +238,18 @@ __device__ __forceinline__ void copy_rows(bfloat16* dst, const bfloat16* src, in
   }
   const Pieces my;
   const bfloat16* from = src + (row0 + my.row) * stride + my.col;
+  bfloat16* to = dst + my.row * TileOps<D, bfloat16>::kPitch + my.col;
+  constexpr int kShared = Pieces::kRowsPerPass * TileOps<D, bfloat16>::kPitch;  // a pass, in shared memory
+  const int64_t global = Pieces::kRowsPerPass * stride;                         // and in global memory
+  if (row0 + kRows <= n_rows && dh == D) {  // a whole tile (most of them): no tests
+#pragma unroll
+    for (int i = 0; i < Pieces::kPasses; ++i) cp_async16(to + i * kShared, from + i * global, 16);
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < Pieces::kPasses; ++i) {
-    const int r = my.row + i * Pieces::kRowsPerPass;
-    const bool inside = row0 + r < n_rows && my.col < dh;
-    cp_async16(dst + r * TileOps<D, bfloat16>::kPitch + my.col,
-               inside ? from + i * Pieces::kRowsPerPass * stride : src, inside ? 16 : 0);
+    const bool inside = row0 + my.row + i * Pieces::kRowsPerPass < n_rows && my.col < dh;
+    cp_async16(to + i * kShared, inside ? from + i * global : src, inside ? 16 : 0);
   }
 }
 

@@ -57,6 +57,19 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 #endif
 }
 
+// c = a b for one 16 x 8 x 16 product: the accumulator starts at zero without zeroing its
+// registers first (the zero operand is one register for all four).
+__device__ __forceinline__ void mma_bf16_from_zero(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef LINEA_NO_TF32_MMA
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+#endif
+}
+
 // Two floats rounded to bfloat16 (to nearest even) as one fragment register: lo at the lower k.
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 #ifdef LINEA_NO_TF32_MMA
