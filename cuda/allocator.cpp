@@ -104,9 +104,12 @@ void* CachingAllocator::allocate(size_t bytes, int device) {
     ++s.stats.device_mallocs;
     s.stats.reserved += size;
   }
-  s.live.emplace(ptr, LiveBlock{block, s.open_pool});
+  const size_t requested = (bytes + kSmallStep - 1) / kSmallStep * kSmallStep;
+  s.live.emplace(ptr, LiveBlock{block, s.open_pool, requested});
   s.stats.in_use += block;
   s.stats.peak = std::max(s.stats.peak, s.stats.in_use);
+  s.stats.requested += requested;
+  s.stats.peak_requested = std::max(s.stats.peak_requested, s.stats.requested);
   ++s.stats.allocations;
   return ptr;
 }
@@ -118,9 +121,10 @@ void CachingAllocator::release(void* ptr, int device) noexcept {
     DeviceState& s = state(device);
     const auto it = s.live.find(ptr);
     if (it == s.live.end()) return;  // not ours: nothing sensible to do in a destructor
-    const auto [block, pool] = it->second;
+    const auto [block, pool, requested] = it->second;
     s.live.erase(it);
     s.stats.in_use -= block;
+    s.stats.requested -= requested;
     const auto owner = s.pools.find(pool);  // a retired pool's blocks go to the shared cache
     (owner != s.pools.end() ? owner->second : s.free_blocks).emplace(block, ptr);
     s.stats.cached += block;
@@ -168,6 +172,7 @@ void CachingAllocator::reset_peak(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   DeviceState& s = state(device);
   s.stats.peak = s.stats.in_use;
+  s.stats.peak_requested = s.stats.requested;
 }
 
 void CachingAllocator::empty_cache(int device) {

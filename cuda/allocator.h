@@ -59,7 +59,8 @@ class CachingAllocator {
   using FreeBlocks = std::multimap<size_t, void*>;  // cached blocks by size
   struct LiveBlock {
     size_t size;
-    int pool;  // 0: the shared cache
+    int pool;          // 0: the shared cache
+    size_t requested;  // the request, rounded up to 512 B (MemoryStats::requested)
   };
   struct DeviceState {
     FreeBlocks free_blocks;

@@ -30,6 +30,11 @@ void synchronize(int device);
 struct MemoryStats {
   size_t in_use = 0;         // blocks held by live storage (sizes rounded up to the block size)
   size_t peak = 0;           // the highest in_use since the start or reset_peak()
+  // What live storage asked for, each request rounded up to 512 B: without the block rounding
+  // and the best-fit waste in in_use, and so the figure PyTorch's max_memory_allocated reports
+  // (tools/gpu/anchor.py), for like-for-like peaks.
+  size_t requested = 0;
+  size_t peak_requested = 0;  // the highest requested since the start or reset_peak()
   size_t cached = 0;         // freed blocks kept for reuse, not returned to the driver
   size_t reserved = 0;       // in_use + cached: what cudaMalloc has handed out
   int64_t allocations = 0;   // allocate() calls served

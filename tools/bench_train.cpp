@@ -94,7 +94,12 @@ void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& 
   line.add("precision", c.precision).add("gpus", world).add("step_ms", ms);
   line.add("tok_s", static_cast<double>(c.batch * c.seq * world) / ms * 1000.0);
   if (comm) line.add("alone_step_ms", alone_ms).add("comm_share", 1.0 - alone_ms / ms);
-  if (device.is_cuda()) line.add("peak_gib", static_cast<double>(cuda::memory_stats(device.index).peak) / (1 << 30));
+  if (device.is_cuda()) {
+    // peak_gib: the allocator's blocks; peak_requested_gib: the requests, as PyTorch counts them.
+    const cuda::MemoryStats memory = cuda::memory_stats(device.index);
+    line.add("peak_gib", static_cast<double>(memory.peak) / (1 << 30));
+    line.add("peak_requested_gib", static_cast<double>(memory.peak_requested) / (1 << 30));
+  }
   out.write(line);
 }
 

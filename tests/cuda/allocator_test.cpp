@@ -71,6 +71,26 @@ TEST(CudaAllocator, PeakTracksTheHighestUseUntilReset) {
   EXPECT_EQ(cuda::memory_stats(0).peak, base);
 }
 
+// requested counts what was asked for, rounded up to 512 B only, whatever block serves it.
+TEST(CudaAllocator, RequestedCountsTheRequestsNotTheBlocks) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  cuda::reset_peak(0);
+  const size_t base = cuda::memory_stats(0).requested;
+  EXPECT_EQ(cuda::memory_stats(0).peak_requested, base);
+  {
+    const Tensor a = empty({(3 << 20) + 7}, kFloat32, gpu());  // 12 MiB + 28 B: a larger block
+    const Tensor b = empty({100}, kFloat32, gpu());           // 400 B
+    const size_t asked = (size_t{12} << 20) + 512 + 512;
+    EXPECT_GT(cuda::allocation_size((size_t{12} << 20) + 28), (size_t{12} << 20) + 512);
+    EXPECT_EQ(cuda::memory_stats(0).requested, base + asked);
+    EXPECT_EQ(cuda::memory_stats(0).peak_requested, base + asked);
+  }
+  EXPECT_EQ(cuda::memory_stats(0).requested, base);
+  EXPECT_EQ(cuda::memory_stats(0).peak_requested, base + (size_t{12} << 20) + 1024);
+  cuda::reset_peak(0);
+  EXPECT_EQ(cuda::memory_stats(0).peak_requested, base);
+}
+
 TEST(CudaAllocator, EmptyCacheReturnsCachedBlocks) {
   LINEA_SKIP_WITHOUT_CUDA();
   { const Tensor t = zeros({12345}, {kFloat64, gpu()}); }
