@@ -119,6 +119,47 @@ struct CastFn {
   __device__ void operator()(int64_t, const int64_t (&o)[2]) const { out[o[0]] = static_cast<Out>(in[o[1]]); }
 };
 
+// float32 <-> bfloat16 between contiguous tensors (a bf16 step casts every weight this way): 4
+// elements a thread and step, one 16-byte float32 and one 8-byte bfloat16 access, where CastFn's
+// strided loop moved one element at a time. The same conversion, so the same bits.
+template <class In, class Out>
+__global__ void contiguous_cast_kernel(int64_t n, const In* in, Out* out) {
+  constexpr int V = 4;
+  const int64_t packs = n / V;
+  LINEA_GRID_STRIDE_LOOP(p, packs) {
+    const Pack<In, V> x = load_pack<In, V>(in + V * p);
+    Pack<Out, V> y;
+#pragma unroll
+    for (int e = 0; e < V; ++e) y.v[e] = static_cast<Out>(x.v[e]);
+    store_pack<Out, V>(out + V * p, y);
+  }
+  const int64_t tail = packs * V + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tail < n) out[tail] = static_cast<Out>(in[tail]);
+}
+
+// Casts src into dst with contiguous_cast_kernel where it applies (float32 <-> bfloat16, both
+// contiguous, each aligned to its 4-element pack); false where it does not.
+bool cast_contiguous(const Tensor& src, const Tensor& dst, int device) {
+  const bool pair = (src.dtype() == kFloat32 && dst.dtype() == kBFloat16) ||
+                    (src.dtype() == kBFloat16 && dst.dtype() == kFloat32);
+  if (!pair || !src.is_contiguous() || !dst.is_contiguous() || dst.numel() == 0) return false;
+  const auto aligned = [](const Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.raw_data()) % (4 * dtype_size(t.dtype())) == 0;
+  };
+  if (!aligned(src) || !aligned(dst)) return false;
+  const int64_t n = dst.numel();
+  const int64_t threads_needed = std::max<int64_t>(n / 4, n % 4);
+  const cudaStream_t stream = use_device(device);
+  if (src.dtype() == kFloat32)
+    contiguous_cast_kernel<<<blocks_for(threads_needed, device), kThreads, 0, stream>>>(n, src.data<float>(),
+                                                                                          dst.data<bfloat16>());
+  else
+    contiguous_cast_kernel<<<blocks_for(threads_needed, device), kThreads, 0, stream>>>(n, src.data<bfloat16>(),
+                                                                                          dst.data<float>());
+  LINEA_CUDA_LAUNCH_CHECK("copy", dst.describe(), " from ", src.describe());
+  return true;
+}
+
 template <class T>
 __device__ T unary_value(UnaryOp op, T x, T a, T b) {
   using namespace scalar;
@@ -408,6 +449,7 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) const {
     return;
   }
   if (dst.numel() > 0 && copy_rows(src, dst, device_, use_device(device_))) return;
+  if (cast_contiguous(src, dst, device_)) return;
   dispatch_all(src.dtype(), [&]<class In>() {
     dispatch_all(dst.dtype(), [&]<class Out>() {
       for_each_element<2>("copy", device_, dst.shape(), {&dst.strides(), &src.strides()},

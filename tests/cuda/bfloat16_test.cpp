@@ -48,6 +48,17 @@ TEST(CudaBFloat16, ConversionsMatchTheCpuBitForBit) {
   for (uint32_t b = 0; b < 65536; ++b) all[b] = bfloat16::from_bits(static_cast<uint16_t>(b));
   const Tensor patterns = to(from_vector(all, {65536}), kBFloat16);
   EXPECT_TRUE(same_values(to(on_gpu(patterns), kFloat32), to(patterns, kFloat32)));
+  // float32 <-> bfloat16 between contiguous tensors take a packed kernel (4 a step, a tail past
+  // whole packs); views that start off a pack's alignment take the strided loop. Both alike.
+  const Tensor f = awkward_values(4099, kFloat32, seed + 1), g = on_gpu(f);
+  for (const int64_t start : {0, 1, 4}) {
+    SCOPED_TRACE("from element " + std::to_string(start));
+    const Tensor cpu = to(narrow(f, 0, start, 4099 - start), kBFloat16);
+    const Tensor gpu = to(narrow(g, 0, start, 4099 - start), kBFloat16);
+    EXPECT_TRUE(same_values(gpu, cpu));
+    EXPECT_TRUE(same_values(to(narrow(gpu, 0, start % 2, 4098 - start), kFloat32),
+                            to(narrow(cpu, 0, start % 2, 4098 - start), kFloat32)));
+  }
   // Strided (transposed) copies and integers.
   const Tensor m = to(random_normal({33, 17}, kFloat32, seed), kBFloat16);
   EXPECT_TRUE(same_values(contiguous(transpose(on_gpu(m), 0, 1)), contiguous(transpose(m, 0, 1))));
