@@ -210,7 +210,10 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
 // differentiable in every input; its backward is fused kernels that recompute the states (not
 // differentiable again). `algorithm` picks the backend's kernels (tensor/backend.h: the chunked
 // tensor-core ones on CUDA, or the sequential ones); the CPU has one. o is laid out in memory
-// like v, each gradient like its input.
+// like v, each gradient like its input. A bfloat16 scan has bfloat16 q, k, v (and o, and their
+// gradients) with float32 log decays, initial state and S_T: the CPU computes it in float32 and
+// rounds o once (the reference); CUDA's chunked kernels run its products on the bfloat16 tensor
+// cores (m16n8k16) with float32 sums and states, from float32 copies of q, k, v.
 Tensor gated_linear_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
                          const Tensor& initial_state = Tensor(), ScanAlgorithm algorithm = ScanAlgorithm::Chunked);
 // The same, also returning S_T (B, H, dv, dk), e.g. to go on decoding after a prompt. Both

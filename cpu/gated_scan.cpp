@@ -16,6 +16,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "tensor/contiguous_outputs.h"
+#include "tensor/widen.h"
 #include "cpu/parallel.h"
 
 namespace linea::cpu {
@@ -327,21 +328,30 @@ void backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor
 }  // namespace
 
 // One kernel serves both algorithms: on the CPU the sequential one is the fast one. It writes
-// contiguous outputs and keeps nothing for the backward, which recomputes.
+// contiguous outputs and keeps nothing for the backward, which recomputes. A bfloat16 scan
+// (bfloat16 q, k, v and dout; float32 decays and states) runs the float32 kernel on the widened
+// activations and rounds its bfloat16 results once (tensor/widen.h): the reference of the CUDA one.
 void CpuBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
                             const Tensor& s0, const Tensor& out, const Tensor& final_state, ScanAlgorithm,
                             Tensor*) const {
-  with_contiguous_outputs(*this, {&out, &final_state},
-                          [&](const std::vector<Tensor>& o) { forward(q, k, v, gk, gv, s0, o[0], o[1]); });
+  Float32StandIns f32(*this);
+  const Tensor q32 = f32.input(q), k32 = f32.input(k), v32 = f32.input(v), out32 = f32.output(out);
+  with_contiguous_outputs(*this, {&out32, &final_state},
+                          [&](const std::vector<Tensor>& o) { forward(q32, k32, v32, gk, gv, s0, o[0], o[1]); });
+  f32.narrow_outputs();
 }
 
 void CpuBackend::gated_scan_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                                      const Tensor& gv, const Tensor& s0, const Tensor& dout, const Tensor& dfinal,
                                      const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dgk,
                                      const Tensor& dgv, const Tensor& ds0, ScanAlgorithm, const Tensor&) const {
-  with_contiguous_outputs(*this, {&dq, &dk, &dv, &dgk, &dgv, &ds0}, [&](const std::vector<Tensor>& g) {
-    backward(q, k, v, gk, gv, s0, dout, dfinal, g[0], g[1], g[2], g[3], g[4], g[5]);
+  Float32StandIns f32(*this);
+  const Tensor q32 = f32.input(q), k32 = f32.input(k), v32 = f32.input(v), dout32 = f32.input(dout);
+  const Tensor dq32 = f32.output(dq), dk32 = f32.output(dk), dv32 = f32.output(dv);
+  with_contiguous_outputs(*this, {&dq32, &dk32, &dv32, &dgk, &dgv, &ds0}, [&](const std::vector<Tensor>& g) {
+    backward(q32, k32, v32, gk, gv, s0, dout32, dfinal, g[0], g[1], g[2], g[3], g[4], g[5]);
   });
+  f32.narrow_outputs();
 }
 
 }  // namespace linea::cpu

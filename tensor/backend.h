@@ -47,7 +47,8 @@ enum class NormalizedExpMode { RowMax, PrefixMax };
 // How a backend computes the gated scan (gated_scan below). Both give the same result up to
 // rounding; they differ in how the work is ordered:
 //   Chunked     time in chunks: matrix products within a chunk and a short sequential pass over
-//               chunks (cuda/kernels/chunked_scan.cu, on the tensor cores for float32 with TF32);
+//               chunks (cuda/kernels/chunked_scan.cu, on the tensor cores: TF32 for float32 with
+//               TF32 on, bfloat16 for a bfloat16 scan);
 //   Sequential  one step at a time with the state in fast memory (the CPU kernel, and
 //               cuda/kernels/gated_scan.cu).
 // The CPU has the sequential kernel only and runs it for either.

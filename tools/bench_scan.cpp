@@ -43,6 +43,7 @@ struct Config : bench::TimingOptions {
   std::string what;  // default: kernel,op,step on CUDA, op,step on the CPU
   std::string lengths = "1024,4096,16384";
   std::string algorithms = "chunked,sequential";
+  std::string dtype = "float32";  // kernel: q, k, v and dout (bfloat16: decays and states float32)
 };
 
 double cpu_ms() {
@@ -115,14 +116,17 @@ void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
         const nn::linear::ScanKernel kernel = parse_kernel_flag(flags, name);
         Generator gen(1);
         // (B, T, H, d), as the layers' projections, seen as (B, H, T, d).
+        // q, k, v and dout in --dtype; the log decays float32 (a bfloat16 scan's are).
+        const DType dtype = cfg.dtype == "bfloat16" ? kBFloat16 : kFloat32;
         auto heads_first = [&](const Tensor& x) { return transpose(to(x, device), 1, 2).requires_grad_(); };
-        const Tensor q = heads_first(rand({B, T, H, d}, kFloat32, &gen)), k = heads_first(rand({B, T, H, d}, kFloat32, &gen));
-        const Tensor v = heads_first(randn({B, T, H, d}, kFloat32, &gen));
+        auto activation = [&](const Tensor& x) { return heads_first(to(x, dtype)); };
+        const Tensor q = activation(rand({B, T, H, d}, kFloat32, &gen)), k = activation(rand({B, T, H, d}, kFloat32, &gen));
+        const Tensor v = activation(randn({B, T, H, d}, kFloat32, &gen));
         const Tensor decay = heads_first(logsigmoid(randn({B, T, H, d}, kFloat32, &gen) + 3.0));
         const bool regla = std::string(gate) == "regla";
         const Tensor gk = regla ? heads_first(uniform({B, T, H, 1}, -0.05, 0.0, kFloat32, &gen)) : decay;
         const Tensor gv = regla ? decay : Tensor();
-        const Tensor dout = to(randn({B, H, T, d}, kFloat32, &gen), device);
+        const Tensor dout = to(to(randn({B, H, T, d}, kFloat32, &gen), dtype), device);
         std::vector<Tensor> inputs = {q, k, v, gk};
         if (gv.defined()) inputs.push_back(gv);
         nn::linear::ScanOptions options;
@@ -138,7 +142,7 @@ void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
         };
         JsonLine line;
         line.add("bench", "scan_kernel").add("device", device.str()).add("gate", gate).add("algorithm", name);
-        line.add("B", B).add("H", H).add("T", T).add("D", d).add("dtype", "float32");
+        line.add("B", B).add("H", H).add("T", T).add("D", d).add("dtype", cfg.dtype);
         line.add("fwd_bwd_ms", bench::median_ms(cfg.repeats, forward_backward, 2));
         line.add("fwd_ms", bench::median_ms(cfg.repeats, forward, 2));
         if (device.is_cuda()) {
@@ -236,6 +240,9 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("what", &cfg.what, "comma-separated: kernel, op, step (default: all on CUDA, op,step on the CPU)");
   flags.add("lengths", &cfg.lengths, "kernel: comma-separated sequence lengths");
   flags.add("algorithms", &cfg.algorithms, "kernel: comma-separated: chunked, sequential");
+  flags.add_choice("dtype", &cfg.dtype, {"float32", "bfloat16"},
+                   "kernel: q, k, v and dout (bfloat16: the products on the bfloat16 tensor cores, decays and "
+                   "states float32)");
   flags.add("batch", &cfg.batch, "op, step: sequences per step");
   flags.add("tokens", &cfg.tokens, "op, step: tokens per sequence");
   flags.add("d-model", &cfg.d_model, "op, step: model width");

@@ -22,11 +22,21 @@ using namespace ops_detail;
 
 namespace {
 
+// The dtype of the decays and the recurrent state: float32 for a bfloat16 scan, q's otherwise.
+DType state_dtype(const Tensor& q) { return q.dtype() == kBFloat16 ? kFloat32 : q.dtype(); }
+
 void check_scan_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
                        const Tensor& gv, const Tensor& s0) {
   check_floating(q, op);
-  for (const Tensor* x : {&k, &v, &gk, &gv, &s0})
-    if (x == &k || x == &v || x->defined()) check_compatible(q, *x, op);
+  check_compatible(q, k, op);
+  check_compatible(q, v, op);
+  // A bfloat16 scan has bfloat16 activations (q, k, v) and float32 decays and states.
+  for (const Tensor* x : {&gk, &gv, &s0})
+    if (x->defined())
+      LINEA_CHECK(x->device() == q.device() && x->dtype() == state_dtype(q), op,
+                  "the decays and the initial state must be ", dtype_name(state_dtype(q)), " on ",
+                  q.device().str(), " for q ", q.describe(), ", got ", x->describe(),
+                  q.dtype() == kBFloat16 ? " (a bfloat16 scan keeps its decays and states in float32)" : "");
   LINEA_CHECK(q.dim() == 4, op, "q must be (B, H, T, dk), got ", q.describe());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3);
   LINEA_CHECK(k.shape() == q.shape(), op, "k must have q's shape (B, H, T, dk), got q ", q.describe(), " and k ",
@@ -135,16 +145,16 @@ ScanResult gated_linear_scan_with_state(const Tensor& q, const Tensor& k, const 
   const Shape out_shape{q.size(0), q.size(1), q.size(2), v.size(3)};
   const Shape state_shape{q.size(0), q.size(1), v.size(3), q.size(3)};
   Tensor out = empty_in_order_of(out_shape, v.strides(), q.dtype(), q.device());
-  Tensor final_state = empty(state_shape, q.dtype(), q.device()), kept;
+  Tensor final_state = empty(state_shape, state_dtype(q), q.device()), kept;
   const bool backward = autograd::needs_grad({q, k, v, gk, gv, initial_state});
   scan_forward(q, k, v, gk, gv, initial_state, out, final_state, algorithm, backward ? &kept : nullptr);
   const std::vector<Tensor> results = record_outputs(
       op, {q, k, v, gk, gv, initial_state}, {out, final_state},
       [saved = Saved(q, k, v, gk, gv, initial_state, algorithm, kept), out_shape,
-       v_strides = v.strides()](const std::vector<Tensor>& g) -> Grads {
+       v_strides = v.strides(), out_dtype = q.dtype()](const std::vector<Tensor>& g) -> Grads {
         Tensor dout = g[0];
         if (!dout.defined()) {
-          dout = empty_in_order_of(out_shape, v_strides, g[1].dtype(), g[1].device());
+          dout = empty_in_order_of(out_shape, v_strides, out_dtype, g[1].device());
           fill_(dout, 0.0);
         }
         return scan_backward(saved, dout, g[1]);

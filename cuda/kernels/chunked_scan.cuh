@@ -37,12 +37,14 @@
 // value): the backward's decay gradient is then formed without the cancellation of those terms
 // (chunked_scan_kernels.cuh explains).
 //
-// Products are computed by warp_product in one of two ways with one accumulator layout: on the
-// tensor cores (mma.sync, TF32 operands rounded as they are loaded, float32 accumulation), or
-// exactly (fused multiply-adds in the element type, for float32 with TF32 off and for float64).
+// Products are computed by warp_product in one of three ways (Products, chunked_scan.h) with one
+// accumulator layout: on the tensor cores (mma.sync, operands rounded to TF32 or to bfloat16 as
+// they are loaded, float32 accumulation), or exactly (fused multiply-adds in the element type, for
+// float32 with TF32 off and for float64).
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/kernels/chunked_scan.h"
 #include "cuda/kernels/mma.cuh"
 
 namespace linea::cuda::chunked {
@@ -134,18 +136,20 @@ __device__ __forceinline__ void zero(T (&acc)[NT][4]) {
 }
 
 // acc (the warp's 16 rows x its NT tiles of a result's columns, accumulator layout) += A B over k
-// in [0, K) (K a multiple of 8), for its tiles n in [n_lo, n_hi) (warp-uniform bounds). A and B
+// in [0, K) (K a multiple of 16), for its tiles n in [n_lo, n_hi) (warp-uniform bounds). A and B
 // are given elementwise: a(row, k) with row 0..15, b(k, column).
-// kPairedK: lane t's two k-slots of an mma take k = 2t and 2t + 1 rather than t and t + 4 (any
-// numbering of the contraction gives the same sum). For operands whose k runs down the rows of a
-// shared tile with rows of 4 mod 32 words, lanes then read 8 different rows 2t, 2t + 1 and 8
-// columns g: 32 different banks, where t and t + 4 would put two lanes in one bank.
-template <bool kTensorCores, bool kPairedK = false, int NT, class T, class FA, class FB>
+// kPairedK (TF32): lane t's two k-slots of an mma take k = 2t and 2t + 1 rather than t and t + 4
+// (any numbering of the contraction gives the same sum). For operands whose k runs down the rows
+// of a shared tile with rows of 4 mod 32 words, lanes then read 8 different rows 2t, 2t + 1 and 8
+// columns g: 32 different banks, where t and t + 4 would put two lanes in one bank. bfloat16's
+// k-slots are paired by the fragment layout itself (2t, 2t + 1 and 2t + 8, 2t + 9: mma.cuh).
+template <Products kProducts, bool kPairedK = false, int NT, class T, class FA, class FB>
 __device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, const Columns& cols, int n_lo, int n_hi,
                                              const FA& a, const FB& b) {
-  static_assert(!kTensorCores || std::is_same_v<T, float>, "the tensor cores take float32 (as TF32)");
+  static_assert(kProducts == Products::kExact || std::is_same_v<T, float>,
+                "the tensor cores take float32 tiles (rounded to TF32 or bfloat16)");
   const FragmentLane l = fragment_lane();
-  if constexpr (kTensorCores) {
+  if constexpr (kProducts == Products::kTF32) {
     const int k_first = kPairedK ? 2 * l.t : l.t, k_second = kPairedK ? 2 * l.t + 1 : l.t + 4;
 #pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += 8) {
@@ -156,6 +160,18 @@ __device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, const Colum
         if (n >= n_lo && n < n_hi) {
           const int col = cols.first + cols.step * n + l.g;
           mma_tf32(acc[n], af, to_tf32(b(k0 + k_first, col)), to_tf32(b(k0 + k_second, col)));
+        }
+    }
+  } else if constexpr (kProducts == Products::kBF16) {
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      const int k1 = k0 + 2 * l.t, k2 = k1 + 8;  // the low k of the fragment's two pairs
+      const uint32_t af[4] = {pack_bf16(a(l.g, k1), a(l.g, k1 + 1)), pack_bf16(a(l.g + 8, k1), a(l.g + 8, k1 + 1)),
+                              pack_bf16(a(l.g, k2), a(l.g, k2 + 1)), pack_bf16(a(l.g + 8, k2), a(l.g + 8, k2 + 1))};
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+        if (n >= n_lo && n < n_hi) {
+          const int col = cols.first + cols.step * n + l.g;
+          mma_bf16(acc[n], af, pack_bf16(b(k1, col), b(k1 + 1, col)), pack_bf16(b(k2, col), b(k2 + 1, col)));
         }
     }
   } else {
@@ -198,7 +214,7 @@ __device__ __forceinline__ T decayed_dot(const T* X, const T* Y, const Side<T>& 
 // The block's stripes lie one after another, so once every stripe is written they hold the whole
 // matrix, rows t at stripes + t kStripePitch; the anti-causal products read it transposed
 // (decayed_product) instead of computing it again. Every warp of the block must call it.
-template <bool kTensorCores, class T>
+template <Products kProducts, class T>
 __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const Side<T>& side, const WarpPart& w) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, LP = G::kLogPitch, NT = G::kStripeTiles;
@@ -219,7 +235,7 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
     if (off.hi > off.lo) {
       const double* ref = side.log + (r0 - 1) * LP;
       const double* L = side.log;
-      warp_product<kTensorCores>(
+      warp_product<kProducts>(
           acc, kWidth, cols, off.lo, off.hi,
           [&](int r, int c) { return X[(r0 + r) * P + c] * exp_to<T>(L[(r0 + r) * LP + c] - ref[c]); },
           [&](int c, int s) { return Y[s * P + c] * exp_to<T>(ref[c] - L[s * LP + c]); });
@@ -236,7 +252,7 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
       }
     }
   } else {
-    warp_product<kTensorCores>(acc, kWidth, cols, all.lo, all.hi, [&](int r, int c) { return X[(r0 + r) * P + c]; },
+    warp_product<kProducts>(acc, kWidth, cols, all.lo, all.hi, [&](int r, int c) { return X[(r0 + r) * P + c]; },
                                [&](int c, int s) { return Y[s * P + c]; });
 #pragma unroll
     for (int n = 0; n < NT; ++n)
@@ -262,7 +278,7 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
 //   anti-causal   rows s = 16 a + r:  out[r][c] += sum_{t > s} S[t][s] Y[t][c] exp(L_t,c - L_s,c)
 // The causal product reads the warp's own stripe, the anti-causal one the matrix transposed.
 // The contraction runs down Y's rows: paired k-slots (warp_product).
-template <bool kTensorCores, bool kCausal, class T>
+template <Products kProducts, bool kCausal, class T>
 __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, const T* Y, const Side<T>& side,
                                 const WarpPart& w) {
   using G = Geometry<T>;
@@ -277,7 +293,7 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, con
   if (side.mode != kChannelDecay) {
     const double* L = side.log;
     const bool scalar = side.mode == kScalarDecay;
-    warp_product<kTensorCores, true>(
+    warp_product<kProducts, true>(
         out, k_end - k_begin, cols, 0, kChannelTiles,
         [&](int r, int k) {
           const int p = k_begin + k, row = r0 + r;
@@ -296,7 +312,7 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, con
     const double* ref = L + (kCausal ? r0 - 1 : r0 + kSub - 1) * LP;
     T tmp[kChannelTiles][4];
     zero(tmp);
-    warp_product<kTensorCores, true>(
+    warp_product<kProducts, true>(
         tmp, off_end - off_begin, cols, 0, kChannelTiles, [&](int r, int k) { return score(r, off_begin + k); },
         [&](int k, int c) {
           const int p = off_begin + k;

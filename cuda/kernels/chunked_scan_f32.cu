@@ -3,8 +3,9 @@
 
 namespace linea::cuda::chunked {
 
-template void forward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int, cudaStream_t);
-template void backward<float, false>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, const Tensor&, int,
-                                     cudaStream_t);
+template void forward<float, Products::kExact>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int,
+                                               cudaStream_t);
+template void backward<float, Products::kExact>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&,
+                                                const Tensor&, int, cudaStream_t);
 
 }  // namespace linea::cuda::chunked

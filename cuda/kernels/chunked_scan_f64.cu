@@ -3,8 +3,9 @@
 
 namespace linea::cuda::chunked {
 
-template void forward<double, false>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int, cudaStream_t);
-template void backward<double, false>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, const Tensor&, int,
-                                     cudaStream_t);
+template void forward<double, Products::kExact>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int,
+                                                cudaStream_t);
+template void backward<double, Products::kExact>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&,
+                                                 const Tensor&, int, cudaStream_t);
 
 }  // namespace linea::cuda::chunked

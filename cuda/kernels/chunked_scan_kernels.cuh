@@ -2,8 +2,8 @@
 // The gated linear attention recurrence (tensor/backend.h: gated_scan) in chunked form, with the
 // products on the tensor cores: what the linear layers run on CUDA by default. The sequential
 // kernels of gated_scan.cu compute the same thing one step at a time (ScanAlgorithm::Sequential).
-// The kernels are templates over the precision; chunked_scan_{tf32,f32,f64}.cu instantiate one
-// precision each (so that they compile in parallel) and chunked_scan.cu picks one.
+// The kernels are templates over the precision; chunked_scan_{tf32,bf16,f32,f64}.cu instantiate
+// one precision each (so that they compile in parallel) and chunked_scan.cu picks one.
 //
 // The recurrence, per sequence (batch element and head), with Dv_t = diag(exp(gv_t)) and
 // Dk_t = diag(exp(gk_t)):  S_t = Dv_t S_{t-1} Dk_t + v_t k_t^T,  o_t = S_t q_t.
@@ -63,8 +63,9 @@
 // chunked_scan.cuh, where no factor exceeds 1.
 //
 // ---- Precision. On the tensor cores (float32 while TF32 is on) every product's operands are
-// rounded to TF32 and summed in float32; with TF32 off the same kernels run exact float32 fused
-// multiply-adds, and float64 always does. States are float32 (float64) throughout. Log decays are
+// rounded to TF32 and summed in float32 (for a bfloat16 scan, rounded to bfloat16 for the m16n8k16
+// products, from float32 tiles: the tiles, sums and states are float32 either way); with TF32 off
+// the same kernels run exact float32 fused multiply-adds, and float64 always does. States are float32 (float64) throughout. Log decays are
 // summed per chunk in double, each step floored where its exponential is 0 in the element type (a
 // closed gate gives exactly 0 as it does step by step); every factor is exp of a double, accurate to
 // the element type (chunked_scan.cuh: exp_to).
@@ -340,7 +341,7 @@ __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key
 
 // One block per (sub-problem, sequence, chunk): the chunk's update U (kForward) and W (kBackward)
 // and its decays (see above), each warp 16 rows (value channels) of the 64 x 64 updates.
-template <class T, bool kTensorCores, bool kForward, bool kBackward>
+template <class T, Products kProducts, bool kForward, bool kBackward>
 __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(ScanArgs<T> a) {
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, N = 32 * kUpdateWarps;
@@ -387,7 +388,7 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
     T acc[kChannelTiles][4];
     zero(acc);
     // The contraction runs down both tiles' rows: paired k-slots (chunked_scan.cuh: warp_product).
-    warp_product<kTensorCores, true>(acc, C, cols, 0, kChannelTiles,
+    warp_product<kProducts, true>(acc, C, cols, 0, kChannelTiles,
                                      [&](int r, int s) { return values[s * P + row0 + r]; },
                                      [&](int s, int i) { return keys[s * P + i]; });
     const FragmentLane l = fragment_lane();
@@ -655,13 +656,13 @@ __device__ void store_rows(const T (&x)[kChannelTiles][4], const Operand<T>& out
 // exp(L_last - L_t) (dv: X = k, M = dh'; dk: X = v, M = dh'); f = 1 without decay. A mild chunk's
 // operands carry exp(-L_t) already: there f is the channel's exp(L_last) (`channel_factor`).
 // Transposed, the contraction runs down M's rows: paired k-slots (warp_product).
-template <bool kTensorCores, bool kTransposed, class T>
+template <Products kProducts, bool kTransposed, class T>
 __device__ void through_state(T (&out)[kChannelTiles][4], const T* X, const Side<T>& side, const T* M,
                               const WarpPart& w, bool to_end, const T* channel_factor = nullptr) {
   constexpr int P = Geometry<T>::kPitch, last = Geometry<T>::kChunk - 1;
   const int r0 = w.r0();
   const bool decays = side.mode != kNoDecay;
-  warp_product<kTensorCores, kTransposed>(
+  warp_product<kProducts, kTransposed>(
       out, kWidth, channel_columns(w), 0, kChannelTiles,
       [&](int r, int c) {
         const int t = r0 + r;
@@ -679,7 +680,7 @@ __device__ void through_state(T (&out)[kChannelTiles][4], const T* X, const Side
 // factored out, the products' sides are kNoDecay at compile time and the mild body has none of
 // the decayed branches (a kernel holding both ways ran out of the instruction cache: ncu's
 // "no instruction" was its largest stall).
-template <class T, bool kTensorCores, bool kMild>
+template <class T, Products kProducts, bool kMild>
 __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch;
@@ -690,12 +691,12 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
-  score_stripe<kTensorCores>(stripe, diag, s.q, s.k, key_p, w);  // A
+  score_stripe<kProducts>(stripe, diag, s.q, s.k, key_p, w);  // A
   T o[kChannelTiles][4], inter[kChannelTiles][4];
   zero(o);
-  decayed_product<kTensorCores, true>(o, s.stripes, s.v, value_p, w);
+  decayed_product<kProducts, true>(o, s.stripes, s.v, value_p, w);
   zero(inter);
-  through_state<kTensorCores, false>(inter, s.q, key_p, s.h, w, false);
+  through_state<kProducts, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T sum = o[n][e] + diag[t - r0] * s.v[t * P + j];
     o[n][e] = kMild ? (sum + inter[n][e]) * value.from_start(t, j) : sum + inter[n][e] * value.from_start(t, j);
@@ -716,10 +717,10 @@ __device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backw
 
 // One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
 // from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
-template <class T, bool kTensorCores>
+template <class T, Products kProducts>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
   for_block_chunk(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_output_body<T, kTensorCores, decltype(mild)::value>(s, a, p);
+    chunk_output_body<T, kProducts, decltype(mild)::value>(s, a, p);
   });
 }
 
@@ -783,7 +784,7 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
 //   dx^state = score_cols through dh', decayed to the chunk's end,
 //   dx       = dx~ + diag carried + dx^state (rescaled in a mild chunk),
 // and the side's decay-gradient terms w -= x dx~, z = x dx^state (the file's header).
-template <bool kTensorCores, bool kStateTransposed, class T>
+template <Products kProducts, bool kStateTransposed, class T>
 __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s, const WarpPart& w, const T* diag,
                                const T* score_cols, const Side<T>& other, const T* other_last, const T* x,
                                const T* carried, const Side<T>& own, const Scaling<T>& scaling) {
@@ -791,10 +792,10 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s
   const int r0 = w.r0();
   const bool mild = scaling.mild;
   zero(dx);
-  decayed_product<kTensorCores, false>(dx, s.stripes, carried, own, w);
+  decayed_product<kProducts, false>(dx, s.stripes, carried, own, w);
   T state[kChannelTiles][4];
   zero(state);
-  through_state<kTensorCores, kStateTransposed>(state, score_cols, other, s.dh, w, true, mild ? other_last : nullptr);
+  through_state<kProducts, kStateTransposed>(state, score_cols, other, s.dh, w, true, mild ? other_last : nullptr);
   for_each_element(w, [&](int n, int e, int t, int c) {
     const T through = state[n][e] * scaling.to_end(t, c);
     s.w[t * P + c] -= x[t * P + c] * dx[n][e];
@@ -811,7 +812,7 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s
 // through dh' keep the decay to the chunk's end (<= 1) as a factor of their own, so no two large
 // factors meet. Each side's causal scores serve its forward-in-time product and, read transposed,
 // its backward-in-time one (input_gradient).
-template <class T, bool kTensorCores, bool kMild>
+template <class T, Products kProducts, bool kMild>
 __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, N = G::kThreads;
@@ -849,16 +850,16 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
 
   // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
-  score_stripe<kTensorCores>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
+  score_stripe<kProducts>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
   zero(acc);
-  decayed_product<kTensorCores, true>(acc, s.stripes, s.v, value_p, w);
+  decayed_product<kProducts, true>(acc, s.stripes, s.v, value_p, w);
   zero(tmp);
-  through_state<kTensorCores, false>(tmp, s.q, key_p, s.h, w, false);
+  through_state<kProducts, false>(tmp, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
     s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
   });
-  input_gradient<kTensorCores, false>(acc, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
+  input_gradient<kProducts, false>(acc, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gv_state, a.value_mode, a.grad_gv, p,
@@ -866,11 +867,11 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   __syncthreads();
 
   // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
-  score_stripe<kTensorCores>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
+  score_stripe<kProducts>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
   zero(acc);
-  decayed_product<kTensorCores, true>(acc, s.stripes, s.k, key_p, w);
+  decayed_product<kProducts, true>(acc, s.stripes, s.k, key_p, w);
   zero(tmp);
-  through_state<kTensorCores, true>(tmp, s.dout, value_p, s.h, w, false);
+  through_state<kProducts, true>(tmp, s.dout, value_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int i) {
     acc[n][e] += kMild ? tmp[n][e] : tmp[n][e] * key.from_start(t, i);  // dq~
     s.w[t * P + i] = s.q[t * P + i] * acc[n][e];
@@ -878,7 +879,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
     acc[n][e] = kMild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
-  input_gradient<kTensorCores, true>(acc, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
+  input_gradient<kProducts, true>(acc, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
   __syncthreads();
   write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,
@@ -886,10 +887,10 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
 }
 
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
-template <class T, bool kTensorCores>
+template <class T, Products kProducts>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
   for_block_chunk(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_gradient_body<T, kTensorCores, decltype(mild)::value>(s, a, p);
+    chunk_gradient_body<T, kProducts, decltype(mild)::value>(s, a, p);
   });
 }
 
@@ -1000,7 +1001,7 @@ std::unique_ptr<DeviceBuffer> states_buffer(const ScanArgs<T>& a, int64_t slots,
 // (a.dstates): each chunk's updates in parallel, then the scans over chunks. With states_known
 // (the forward kept them) only the gradients' half of both runs. The updates' scratch is handed
 // back on return, which is safe once the scan reading it is queued (cuda/buffer.h).
-template <class T, bool kTensorCores, bool kBackward>
+template <class T, Products kProducts, bool kBackward>
 void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states_known = false) {
   const char* op = kBackward ? "gated_scan_backward" : "gated_scan";
   const bool forward = !(kBackward && states_known);
@@ -1016,14 +1017,14 @@ void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states
   const int64_t half = sub_problems(a) * a.sequences * kScanBlocks;
   if (!forward) {
     if constexpr (kBackward) {
-      launch_kernel(chunk_updates_kernel<T, kTensorCores, false, true>, chunk_grid(a), 32 * kUpdateWarps, bytes,
+      launch_kernel(chunk_updates_kernel<T, kProducts, false, true>, chunk_grid(a), 32 * kUpdateWarps, bytes,
                     stream, op, a);
       launch_kernel(state_scan_kernel<T>, dim3(static_cast<unsigned>(half)), kScanThreads, 0, stream, op, a, half,
                     half);
     }
     return;
   }
-  launch_kernel(chunk_updates_kernel<T, kTensorCores, true, kBackward>, chunk_grid(a), 32 * kUpdateWarps, bytes, stream,
+  launch_kernel(chunk_updates_kernel<T, kProducts, true, kBackward>, chunk_grid(a), 32 * kUpdateWarps, bytes, stream,
                 op, a);
   launch_kernel(state_scan_kernel<T>, dim3(static_cast<unsigned>(kBackward ? 2 * half : half)), kScanThreads, 0, stream,
                 op, a, half, int64_t{0});
@@ -1044,7 +1045,7 @@ int64_t states_elements(const ScanArgs<T>& a) {
   return sub_problems(a) * a.sequences * (a.chunks + 1) * kWidth * kWidth;
 }
 
-template <class T, bool kTensorCores>
+template <class T, Products kProducts>
 void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept, int device,
              cudaStream_t stream) {
   ScanArgs<T> a = args_of<T>(in);
@@ -1062,13 +1063,13 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
   }
   const Output<T> o(out, a.key_tiles, device);
   a.out = o.operand();
-  compute_states<T, kTensorCores, false>(a, device, stream);
-  launch_kernel(chunk_output_kernel<T, kTensorCores>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(false),
+  compute_states<T, kProducts, false>(a, device, stream);
+  launch_kernel(chunk_output_kernel<T, kProducts>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(false),
                 stream, "gated_scan", a);
   o.add(stream, device);
 }
 
-template <class T, bool kTensorCores>
+template <class T, Products kProducts>
 void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& g, const Tensor& kept,
               int device, cudaStream_t stream) {
   ScanArgs<T> a = args_of<T>(in);
@@ -1096,8 +1097,8 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   a.grad_v = dv.operand();
   a.grad_gk = dgk.operand();
   a.grad_gv = dgv.operand();
-  compute_states<T, kTensorCores, true>(a, device, stream, kept.defined());
-  launch_kernel(chunk_gradient_kernel<T, kTensorCores>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
+  compute_states<T, kProducts, true>(a, device, stream, kept.defined());
+  launch_kernel(chunk_gradient_kernel<T, kProducts>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
                 stream, "gated_scan_backward", a);
   for (const Output<T>* x : {&dq, &dk, &dv, &dgk, &dgv}) x->add(stream, device);
 }

@@ -3,15 +3,16 @@
 
 namespace linea::cuda::chunked {
 
-template void forward<float, true>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int, cudaStream_t);
-template void backward<float, true>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, const Tensor&, int,
-                                     cudaStream_t);
+template void forward<float, Products::kTF32>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int,
+                                              cudaStream_t);
+template void backward<float, Products::kTF32>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&,
+                                               const Tensor&, int, cudaStream_t);
 
 bool tf32_available() {
   // The PTX the loaded kernels came from: compute_80 or newer has the mma instructions.
   static const bool available = [] {
     cudaFuncAttributes attributes{};
-    return cudaFuncGetAttributes(&attributes, chunk_output_kernel<float, true>) == cudaSuccess &&
+    return cudaFuncGetAttributes(&attributes, chunk_output_kernel<float, Products::kTF32>) == cudaSuccess &&
            attributes.ptxVersion >= 80;
   }();
   return available;

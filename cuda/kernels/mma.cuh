@@ -39,7 +39,7 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const float (&a)[4], flo
 #endif
 }
 
-// ---- bfloat16 (attention_tf32.cu's bfloat16 kernels). mma.sync.m16n8k16 with bfloat16 inputs and
+// ---- bfloat16 (attention_tf32.cu's bfloat16 kernels, the chunked scan's bfloat16 products). mma.sync.m16n8k16 with bfloat16 inputs and
 // float32 accumulation, twice TF32's rate. Fragments (PTX ISA, .bf16), each 32-bit register a pair
 // of bfloat16 along k (the lower k in the low half): A (16 x 16, row-major) holds the pairs at
 // (g, 2t) (g+8, 2t) (g, 2t+8) (g+8, 2t+8); B (16 x 8) holds (k=2t, n=g) (k=2t+8, n=g); the

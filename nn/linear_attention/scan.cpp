@@ -30,10 +30,14 @@ void check_inputs(const char* op, int64_t rank, const Tensor& q, const Tensor& k
               "), got ", q.describe());
   const Shape lead(q.shape().begin(), q.shape().end() - 1);
   const int64_t dk = q.size(-1);
-  // Same dtype and device as q, leading dims `lead`, and a last dim of one of the allowed sizes.
+  // q's device, q's dtype (the decays and the state of a bfloat16 scan: float32), leading dims
+  // `lead`, and a last dim of one of the allowed sizes.
   auto check = [&](const char* name, const Tensor& x, const Shape& expected_lead, int64_t last, bool scalar_ok) {
-    LINEA_CHECK(x.dtype() == q.dtype() && x.device() == q.device(), op, name, " ", x.describe(),
-                " differs in dtype or device from q ", q.describe());
+    const bool activation = &x == &k || &x == &v;
+    const DType expected = activation || q.dtype() != kBFloat16 ? q.dtype() : kFloat32;
+    LINEA_CHECK(x.dtype() == expected && x.device() == q.device(), op, name, " ", x.describe(),
+                " differs in dtype or device from q ", q.describe(),
+                q.dtype() == kBFloat16 ? " (a bfloat16 scan has float32 decays and states)" : "");
     const bool lead_ok = x.dim() == static_cast<int64_t>(expected_lead.size()) + 1 &&
                          Shape(x.shape().begin(), x.shape().end() - 1) == expected_lead;
     LINEA_CHECK(lead_ok && (x.size(-1) == last || (scalar_ok && x.size(-1) == 1)), op, name, " ", x.describe(),
@@ -255,6 +259,9 @@ Tensor states_before_chunks(const Tensor& local, const Tensor& value_decay, cons
 Tensor chunked_scan(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& gk_in,
                     const Tensor& gv_in, const Tensor& initial_state, Tensor* final_state, const ScanOptions& options) {
   check_inputs("chunked_scan", 4, q_in, k_in, v_in, gk_in, gv_in, initial_state);
+  LINEA_CHECK(q_in.dtype() != kBFloat16, "chunked_scan",
+              "the composite scan runs in float32 or float64; a bfloat16 scan runs on the fused kernels "
+              "(ScanKernel::Chunked or Sequential), got q ", q_in.describe());
   const int64_t sub = options.sub_block;
   LINEA_CHECK(sub > 0 && options.chunk_size > 0 && options.chunk_size % sub == 0, "chunked_scan",
               "chunk_size ", options.chunk_size, " must be a positive multiple of sub_block ", sub);
@@ -327,6 +334,9 @@ Tensor scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk,
 // forward is S_t = diag(exp(gv)) S_{t-1} diag(exp(gk)) + v k^T, o = S_t q.
 Tensor scan_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv, Tensor& state) {
   check_inputs("scan_step", 3, q, k, v, gk, gv, state);
+  LINEA_CHECK(q.dtype() != kBFloat16, "scan_step",
+              "the recurrent form runs in float32 or float64 (decoding keeps float32 activations), got q ",
+              q.describe());
   Tensor s = state.defined() ? state : zeros({q.size(0), q.size(1), v.size(-1), q.size(-1)}, {q.dtype(), q.device()});
   if (gv.defined()) s = s * exp(unsqueeze(gv, -1));  // rows: the value dim
   if (gk.defined()) s = s * exp(unsqueeze(gk, -2));  // columns: the key dim

@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "tests/test_util.h"
 
 namespace linea::testing {
@@ -50,6 +51,44 @@ inline ScanInputs draw_scan_inputs(Decay key, Decay value, bool initial_state, c
   in.gv = decay(value, s.dv);
   if (initial_state) in.s0 = leaf(randn({s.B, s.H, s.dv, s.dk}, kFloat64, &gen));
   return in;
+}
+
+// The inputs of a bfloat16 scan made from float64 ones, on `device`: q, k and v rounded to
+// bfloat16, the decays and the initial state to float32 (a bfloat16 scan keeps them in float32);
+// every tensor a leaf that requires grad.
+inline ScanInputs bfloat16_scan_inputs(const ScanInputs& x, Device device) {
+  auto leaf = [device](const Tensor& t, DType dtype) {
+    return t.defined() ? to(to(detach(t), dtype), device).requires_grad_() : Tensor();
+  };
+  return {leaf(x.q, kBFloat16), leaf(x.k, kBFloat16), leaf(x.v, kBFloat16),
+          leaf(x.gk, kFloat32), leaf(x.gv, kFloat32),  leaf(x.s0, kFloat32)};
+}
+
+// The same values as float64 leaves on the CPU (bfloat16 and float32 widen exactly); with
+// `magnitudes`, their absolute values, the decays as they are.
+inline ScanInputs widened_scan_inputs(const ScanInputs& x, bool magnitudes = false) {
+  auto leaf = [](const Tensor& t, bool absolute) {
+    if (!t.defined()) return Tensor();
+    Tensor w = to(to(detach(t), kCPU), kFloat64);
+    if (absolute) w = abs(w);
+    return w.requires_grad_();
+  };
+  return {leaf(x.q, magnitudes), leaf(x.k, magnitudes), leaf(x.v, magnitudes),
+          leaf(x.gk, false),     leaf(x.gv, false),     leaf(x.s0, magnitudes)};
+}
+
+// A scan's o and S_T and the gradients of in.differentiable() for the cotangents dout (of o) and
+// dfinal (of S_T), all as float64 on the CPU: {o, S_T, grads...}.
+inline std::vector<Tensor> scan_results(const ScanInputs& in, const Tensor& dout, const Tensor& dfinal,
+                                        ScanAlgorithm algorithm) {
+  const ScanResult r = gated_linear_scan_with_state(in.q, in.k, in.v, in.gk, in.gv, in.s0, algorithm);
+  const Device device = in.q.device();
+  const Tensor loss = sum(to(r.out, kFloat64) * to(to(dout, kFloat64), device)) +
+                      sum(to(r.final_state, kFloat64) * to(to(dfinal, kFloat64), device));
+  std::vector<Tensor> out = {r.out, r.final_state};
+  for (const Tensor& g : grad(loss, in.differentiable())) out.push_back(g);
+  for (Tensor& t : out) t = to(to(detach(t), kCPU), kFloat64);
+  return out;
 }
 
 }  // namespace linea::testing

@@ -4,7 +4,8 @@
 #                    backend; `linea bench attention --dtype bfloat16`);
 #   gla_kernel       flash-linear-attention's chunk_gla alone, fwd and fwd+bwd in fp32, at the same
 #                    shapes (torch_bench.bench_kernel, as `linea bench scan --what kernel`), and its
-#                    peak memory;
+#                    peak memory; gla_kernel_bf16: chunk_gla's times in bf16 (as `linea bench scan
+#                    --what kernel --dtype bfloat16`);
 #   softmax_eager, softmax_compile, regla_eager, regla_compile
 #                    the standard training step (fla's chunk_gla for ReGLA); softmax_bf16_eager and
 #                    the like: the same under torch.autocast(bfloat16);
@@ -58,6 +59,9 @@ for what in sys.argv[1].split(","):
     elif what == "gla_kernel":
         for T in (1024, 4096, 16384):
             gla_kernel(T)
+    elif what == "gla_kernel_bf16":
+        for T in (1024, 4096, 16384):
+            tb.bench_kernel(T, "bf16")
     elif what.split("_")[0] in ("softmax", "regla") and what.split("_")[-1] in ("eager", "compile"):
         # softmax_eager, regla_compile, ..., and with _bf16_ in the middle (softmax_bf16_compile):
         # the same step under torch.autocast(bfloat16), as `linea bench train --precision bf16`.

@@ -1,0 +1,12 @@
+// The chunked gated-scan kernels (chunked_scan_kernels.cuh) of a bfloat16 scan: float32 tiles,
+// states and decays, the products' operands rounded to bfloat16 for the m16n8k16 tensor cores.
+#include "cuda/kernels/chunked_scan_kernels.cuh"
+
+namespace linea::cuda::chunked {
+
+template void forward<float, Products::kBF16>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int,
+                                              cudaStream_t);
+template void backward<float, Products::kBF16>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&,
+                                               const Tensor&, int, cudaStream_t);
+
+}  // namespace linea::cuda::chunked
