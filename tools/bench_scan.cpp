@@ -120,7 +120,8 @@ void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
         const DType dtype = cfg.dtype == "bfloat16" ? kBFloat16 : kFloat32;
         auto heads_first = [&](const Tensor& x) { return transpose(to(x, device), 1, 2).requires_grad_(); };
         auto activation = [&](const Tensor& x) { return heads_first(to(x, dtype)); };
-        const Tensor q = activation(rand({B, T, H, d}, kFloat32, &gen)), k = activation(rand({B, T, H, d}, kFloat32, &gen));
+        const Tensor q = activation(rand({B, T, H, d}, kFloat32, &gen));
+        const Tensor k = activation(rand({B, T, H, d}, kFloat32, &gen));
         const Tensor v = activation(randn({B, T, H, d}, kFloat32, &gen));
         const Tensor decay = heads_first(logsigmoid(randn({B, T, H, d}, kFloat32, &gen) + 3.0));
         const bool regla = std::string(gate) == "regla";

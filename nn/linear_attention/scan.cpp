@@ -30,11 +30,11 @@ void check_inputs(const char* op, int64_t rank, const Tensor& q, const Tensor& k
               "), got ", q.describe());
   const Shape lead(q.shape().begin(), q.shape().end() - 1);
   const int64_t dk = q.size(-1);
-  // q's device, q's dtype (the decays and the state of a bfloat16 scan: float32), leading dims
-  // `lead`, and a last dim of one of the allowed sizes.
-  auto check = [&](const char* name, const Tensor& x, const Shape& expected_lead, int64_t last, bool scalar_ok) {
-    const bool activation = &x == &k || &x == &v;
-    const DType expected = activation || q.dtype() != kBFloat16 ? q.dtype() : kFloat32;
+  // k and v have q's dtype; the decays and the state too, except in a bfloat16 scan (float32).
+  const DType state_dtype = q.dtype() == kBFloat16 ? kFloat32 : q.dtype();
+  // q's device, the dtype `expected`, leading dims `lead`, and a last dim of one of the allowed sizes.
+  auto check = [&](const char* name, const Tensor& x, DType expected, const Shape& expected_lead, int64_t last,
+                   bool scalar_ok) {
     LINEA_CHECK(x.dtype() == expected && x.device() == q.device(), op, name, " ", x.describe(),
                 " differs in dtype or device from q ", q.describe(),
                 q.dtype() == kBFloat16 ? " (a bfloat16 scan has float32 decays and states)" : "");
@@ -44,13 +44,13 @@ void check_inputs(const char* op, int64_t rank, const Tensor& q, const Tensor& k
                 " does not fit q ", q.describe(), ": expected last dim ", last, scalar_ok ? " (or 1)" : "",
                 " after ", shape_str(expected_lead));
   };
-  check("k", k, lead, dk, false);
+  check("k", k, q.dtype(), lead, dk, false);
   LINEA_CHECK(v.dim() == rank, op, "v must have ", rank, " dims, got ", v.describe());
   const int64_t dv = v.size(-1);
-  check("v", v, lead, dv, false);
-  if (gk.defined()) check("gk", gk, lead, dk, true);
-  if (gv.defined()) check("gv", gv, lead, dv, true);
-  if (state.defined()) check("state", state, {q.size(0), q.size(1), dv}, dk, false);
+  check("v", v, q.dtype(), lead, dv, false);
+  if (gk.defined()) check("gk", gk, state_dtype, lead, dk, true);
+  if (gv.defined()) check("gv", gv, state_dtype, lead, dv, true);
+  if (state.defined()) check("state", state, state_dtype, {q.size(0), q.size(1), dv}, dk, false);
 }
 
 // ---- small helpers -------------------------------------------------------------------------------
