@@ -13,9 +13,9 @@
 //     the MLP's activation and the LM head's logits stay bfloat16, and the branch's last product
 //     writes float32 (stream_dtype), never rounded, into the stream's addition; the
 //     cross-entropy, the norms' statistics, the linear-attention mixers and the gradient norm
-//     compute in float32 (the bfloat16 gated scan, autograd/ops.h, still reads float32 copies
-//     of its bfloat16 activations: in the mixer its conversions cost more than it saves,
-//     docs/benchmarks.md);
+//     compute in float32 (the bfloat16 gated scan, autograd/ops.h, reads and writes bfloat16 in
+//     place on CUDA, but the mixer's activations come from float32 kernels: casting q, k, v and
+//     o to and from bfloat16 cost more than the scan saves, docs/benchmarks.md);
 //   - decoding and prompt processing keep float32 activations, with the products in bfloat16.
 // bfloat16 keeps float32's exponent range, so no gradient underflows where float32's would not:
 // unlike float16 it needs no loss scaling (docs/math.md says more).

@@ -1,7 +1,8 @@
 // The chunked gated scan's entry points (gated_scan.h): inputs whose rows are not contiguous are
 // copied, then the kernels of chunked_scan_kernels.cuh run in the precision of the inputs, on the
 // TF32 tensor cores for float32 while TF32 is on (cuda::set_tf32, LINEA_TF32, as for cuBLAS), on
-// the bfloat16 ones for a bfloat16 scan.
+// the bfloat16 ones for a bfloat16 scan (bfloat16 q, k, v, dout, o, dq, dk, dv read and written in
+// place; float32 decays and states).
 #include <type_traits>
 
 #include "cuda/backend.h"
@@ -18,15 +19,20 @@ Tensor readable(const Tensor& x) {
   return contiguous_copy(x);
 }
 
-// Calls f.template operator()<T, kProducts>() for the inputs' dtype: float32 on the bfloat16
-// tensor cores for a bfloat16 scan, on the TF32 ones while TF32 is on, else exact.
+// Calls f.template operator()<T, kProducts>() for the inputs' dtype: a bfloat16 scan on the
+// bfloat16 tensor cores (float32 tiles, its bfloat16 tensors read and written in place), float32
+// on the TF32 ones while TF32 is on, else exact.
 template <class F>
-void with_precision(const Tensor& q, bool bf16_products, const char* op, F&& f) {
+void with_precision(const Tensor& q, const char* op, F&& f) {
+  const bool mma = chunked_scan_tf32_available();
+  if (q.dtype() == kBFloat16) {
+    if (mma) f.template operator()<float, chunked::Products::kBF16>();
+    else f.template operator()<float, chunked::Products::kExact>();
+    return;
+  }
   dispatch_floating(q.dtype(), op, [&]<class T>() {
     if constexpr (std::is_same_v<T, float>) {
-      if (!chunked_scan_tf32_available()) f.template operator()<float, chunked::Products::kExact>();
-      else if (bf16_products) f.template operator()<float, chunked::Products::kBF16>();
-      else if (tf32_enabled()) f.template operator()<float, chunked::Products::kTF32>();
+      if (mma && tf32_enabled()) f.template operator()<float, chunked::Products::kTF32>();
       else f.template operator()<float, chunked::Products::kExact>();
     } else {
       f.template operator()<T, chunked::Products::kExact>();
@@ -39,20 +45,20 @@ void with_precision(const Tensor& q, bool bf16_products, const char* op, F&& f) 
 bool chunked_scan_tf32_available() { return chunked::tf32_available(); }
 
 void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept,
-                          bool bf16_products, int device, cudaStream_t stream) {
+                          int device, cudaStream_t stream) {
   const Tensor q = readable(in.q), k = readable(in.k), v = readable(in.v), gk = readable(in.gk), gv = readable(in.gv);
   const ScanTensors rows{q, k, v, gk, gv, in.s0};
-  with_precision(q, bf16_products, "gated_scan", [&]<class T, chunked::Products kProducts>() {
+  with_precision(q, "gated_scan", [&]<class T, chunked::Products kProducts>() {
     chunked::forward<T, kProducts>(rows, out, final_state, kept, device, stream);
   });
 }
 
 void chunked_scan_backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads,
-                           const Tensor& kept, bool bf16_products, int device, cudaStream_t stream) {
+                           const Tensor& kept, int device, cudaStream_t stream) {
   const Tensor q = readable(in.q), k = readable(in.k), v = readable(in.v), gk = readable(in.gk), gv = readable(in.gv);
   const ScanTensors rows{q, k, v, gk, gv, in.s0};
   const Tensor dout_rows = readable(dout);
-  with_precision(q, bf16_products, "gated_scan_backward", [&]<class T, chunked::Products kProducts>() {
+  with_precision(q, "gated_scan_backward", [&]<class T, chunked::Products kProducts>() {
     chunked::backward<T, kProducts>(rows, dout_rows, dfinal, grads, kept, device, stream);
   });
 }

@@ -1,8 +1,9 @@
 #pragma once
 // The chunked tensor-core kernels of the gated scan (chunked_scan_kernels.cuh), one precision per
 // translation unit so that the four compile in parallel: chunked_scan_tf32.cu (float32 on the
-// TF32 tensor cores), chunked_scan_bf16.cu (float32 tiles, products on the bfloat16 tensor cores:
-// the bfloat16 scan), chunked_scan_f32.cu (exact float32), chunked_scan_f64.cu (float64).
+// TF32 tensor cores), chunked_scan_bf16.cu (the bfloat16 scan: bfloat16 tensors read and written
+// in place, float32 tiles, products on the bfloat16 tensor cores), chunked_scan_f32.cu (exact
+// float32), chunked_scan_f64.cu (float64).
 // chunked_scan.cu picks one for the backend.
 #include "cuda/kernels/gated_scan.h"
 

@@ -64,8 +64,10 @@
 //
 // ---- Precision. On the tensor cores (float32 while TF32 is on) every product's operands are
 // rounded to TF32 and summed in float32 (for a bfloat16 scan, rounded to bfloat16 for the m16n8k16
-// products, from float32 tiles: the tiles, sums and states are float32 either way); with TF32 off
-// the same kernels run exact float32 fused multiply-adds, and float64 always does. States are float32 (float64) throughout. Log decays are
+// products, from float32 tiles: the tiles, sums and states are float32 either way; its bfloat16
+// q, k, v, dout are widened into the tiles as they are loaded and o, dq, dk, dv rounded once as
+// they are stored, Operand); with TF32 off the same kernels run exact float32 fused multiply-adds,
+// and float64 always does. States are float32 (float64) throughout. Log decays are
 // summed per chunk in double, each step floored where its exponential is 0 in the element type (a
 // closed gate gives exactly 0 as it does step by step); every factor is exp of a double, accurate to
 // the element type (chunked_scan.cuh: exp_to).
@@ -102,13 +104,26 @@ constexpr double kMildLogDecay = 64.0;
 // ptr + b sb + h sh + t st + c. Outputs computed by several sub-problems go through partial sums
 // `part` elements apart (part = 0: one sub-problem writes the tensor directly). `vectors`: every
 // row starts on 16 bytes and the width is a multiple of 16 bytes, so rows load 16 bytes at a time.
+// A bfloat16 scan's activations (q, k, v, dout) and results (o, dq, dk, dv) are bfloat16 tensors
+// read and written in place (`narrow` instead of ptr, at the same element offsets, with T float):
+// widened to float32 as they are loaded (exact) and rounded to nearest even as they are stored.
 template <class T>
 struct Operand {
+  using Narrow = std::conditional_t<std::is_const_v<T>, const bfloat16, bfloat16>;
   T* ptr = nullptr;
+  Narrow* narrow = nullptr;
   int64_t sb = 0, sh = 0, st = 0, part = 0;
   bool vectors = false;
-  __device__ __forceinline__ T* at(int64_t b, int64_t h, int64_t p, int64_t index) const {
-    return ptr + index * part + b * sb + h * sh + p * st;
+  __host__ __device__ bool present() const { return ptr != nullptr || narrow != nullptr; }
+  __device__ __forceinline__ int64_t offset(int64_t b, int64_t h, int64_t p, int64_t index) const {
+    return index * part + b * sb + h * sh + p * st;
+  }
+  // Element c of position p of (b, h), in partial sum `index`.
+  __device__ __forceinline__ void store(int64_t b, int64_t h, int64_t p, int64_t index, int64_t c,
+                                        std::remove_const_t<T> x) const {
+    const int64_t e = offset(b, h, p, index) + c;
+    if (narrow != nullptr) narrow[e] = bfloat16(x);
+    else ptr[e] = x;
   }
 };
 
@@ -154,25 +169,65 @@ __device__ __forceinline__ double log_decay_floor() {
 
 // ---- loading ----------------------------------------------------------------------------------
 
+// A thread's piece of a bfloat16 tile on its way into a float32 tile (load_tile): cp.async cannot
+// widen, so the thread loads its 16 bytes (8 elements) into registers when the block issues its
+// copies, and land(tile) widens them into the tile after the block's first wait (for the decays,
+// which were issued first), so that these loads travel while the copies do.
+struct NarrowPiece {
+  uint4 raw{};
+  int at = -1;  // the piece's first element in its tile; -1: no piece pending
+  __device__ __forceinline__ void land(float* tile) const {
+    if (at < 0) return;
+    const uint32_t pairs[4] = {raw.x, raw.y, raw.z, raw.w};
+    float x[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // a bfloat16 is the upper half of its float32; the lower k goes low
+      x[2 * i] = __uint_as_float(pairs[i] << 16);
+      x[2 * i + 1] = __uint_as_float(pairs[i] & 0xffff0000u);
+    }
+    reinterpret_cast<float4*>(tile + at)[0] = make_float4(x[0], x[1], x[2], x[3]);
+    reinterpret_cast<float4*>(tile + at)[1] = make_float4(x[4], x[5], x[6], x[7]);
+  }
+};
+
 // Positions [p0, p0 + rows) x channels [c0, c0 + cols) of x (channels < width) for (b, h) into a
 // shared tile with rows of P elements; zeros outside the sequence and the channels. Asynchronous
 // when x's rows allow 16-byte copies (wait with cp_async_wait_all), else loads kUnroll elements
-// per thread at a time.
+// per thread at a time. A bfloat16 operand whose rows allow it leaves the thread's piece to land
+// (NarrowPiece: at most one a thread, the tiles having at most kChunk x kWidth elements); every
+// other way returns an empty piece.
 template <class T, int kThreads, int P>
-__device__ void load_tile(T* __restrict__ dst, const Operand<const T>& x, const Place& p, int64_t p0, int rows,
-                          int64_t steps, int64_t c0, int cols, int64_t width) {
-  const T* __restrict__ base = x.at(p.b, p.h, 0, 0);
-  if (x.vectors && cols % (16 / sizeof(T)) == 0) {
+__device__ NarrowPiece load_tile(T* __restrict__ dst, const Operand<const T>& x, const Place& p, int64_t p0, int rows,
+                                 int64_t steps, int64_t c0, int cols, int64_t width) {
+  const int64_t base = x.offset(p.b, p.h, 0, 0);
+  if constexpr (std::is_same_v<T, float>) {
+    static_assert(Geometry<float>::kChunk * kWidth / 8 <= kThreads, "one piece a thread");
+    if (x.narrow != nullptr && x.vectors && cols % 8 == 0) {
+      const int e = static_cast<int>(threadIdx.x), vcols = cols / 8;
+      if (e >= rows * vcols) return {};
+      const int r = e / vcols, c = 8 * (e % vcols);
+      const int64_t pos = p0 + r, ch = c0 + c;
+      NarrowPiece piece;
+      piece.at = r * P + c;
+      if (pos < steps && ch < width) piece.raw = __ldg(reinterpret_cast<const uint4*>(x.narrow + base + pos * x.st + ch));
+      return piece;
+    }
+  }
+  if (x.ptr != nullptr && x.vectors && cols % (16 / sizeof(T)) == 0) {
     constexpr int V = 16 / sizeof(T);
     const int vcols = cols / V;
+    const T* __restrict__ from = x.ptr + base;
     for (int e = threadIdx.x; e < rows * vcols; e += kThreads) {
       const int r = e / vcols, c = V * (e % vcols);
       const int64_t pos = p0 + r, ch = c0 + c;
       const bool in = pos < steps && ch < width;
-      cp_async16(dst + r * P + c, in ? base + pos * x.st + ch : base, in ? 16 : 0);
+      cp_async16(dst + r * P + c, in ? from + pos * x.st + ch : from, in ? 16 : 0);
     }
-    return;
+    return {};
   }
+  const auto element = [&](int64_t at) {
+    return x.narrow != nullptr ? static_cast<T>(static_cast<float>(x.narrow[at])) : __ldg(x.ptr + at);
+  };
   constexpr int kUnroll = 8;
   const int n = rows * cols;
   for (int e0 = threadIdx.x; e0 < n; e0 += kUnroll * kThreads) {
@@ -181,7 +236,7 @@ __device__ void load_tile(T* __restrict__ dst, const Operand<const T>& x, const 
     for (int u = 0; u < kUnroll; ++u) {
       const int e = e0 + u * kThreads, r = e / cols, c = e % cols;
       const int64_t pos = p0 + r, ch = c0 + c;
-      values[u] = e < n && pos < steps && ch < width ? __ldg(base + pos * x.st + ch) : T(0);
+      values[u] = e < n && pos < steps && ch < width ? element(base + pos * x.st + ch) : T(0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -189,6 +244,7 @@ __device__ void load_tile(T* __restrict__ dst, const Operand<const T>& x, const 
       if (e < n) dst[(e / cols) * P + e % cols] = values[u];
     }
   }
+  return {};
 }
 
 // One side's raw log decays over the chunk's positions: channels [c0, c0 + cols) into a tile, or
@@ -363,17 +419,23 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
   load_decays<T, N, P>(sgk, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
   load_decays<T, N, P>(sgv, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
   cp_async_commit();
+  // A bfloat16 scan's tiles land after the first wait (NarrowPiece), to be read after
+  // apply_decays' barrier.
+  NarrowPiece k_piece, v_piece, q_piece, do_piece;
   if (kForward) {
-    load_tile<T, N, P>(sk, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
-    load_tile<T, N, P>(sv, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
+    k_piece = load_tile<T, N, P>(sk, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
+    v_piece = load_tile<T, N, P>(sv, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
   }
   if (kBackward) {
-    load_tile<T, N, P>(sq, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
-    load_tile<T, N, P>(sdo, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
+    q_piece = load_tile<T, N, P>(sq, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
+    do_piece = load_tile<T, N, P>(sdo, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
   }
   cp_async_commit();
   cp_async_wait_all_but_last();
   __syncthreads();
+  if constexpr (std::is_same_v<T, float>) {
+    k_piece.land(sk), v_piece.land(sv), q_piece.land(sq), do_piece.land(sdo);
+  }
   apply_decays<T, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, sgv,
                         a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last, scratch);
 
@@ -566,17 +628,24 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   load_decays<T, N, P>(s.w, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
   load_decays<T, N, P>(s.z, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
   cp_async_commit();
-  load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
-  load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
-  load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
+  // A bfloat16 scan's tiles land after the first wait (NarrowPiece), to be read after the barriers
+  // below.
+  const NarrowPiece q_piece = load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
+  const NarrowPiece k_piece = load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
+  const NarrowPiece v_piece = load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
   load_state_tile<T, N, P>(s.h, state_tile(a.states, a, p, a.chunks + 1, p.index));
+  NarrowPiece do_piece;
   if (backward) {
-    load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
+    do_piece = load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
     load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, a, p, a.chunks, p.index));
   }
   cp_async_commit();
   cp_async_wait_all_but_last();
   __syncthreads();
+  if constexpr (std::is_same_v<T, float>) {
+    q_piece.land(s.q), k_piece.land(s.k), v_piece.land(s.v);
+    if (backward) do_piece.land(s.dout);
+  }
   // The sums' scratch: the score stripes, unused until the products.
   const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<double*>(s.stripes));
   if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.chunk_decay();
@@ -641,10 +710,10 @@ __device__ __forceinline__ void for_each_element(const WarpPart& w, const F& f) 
 template <class T>
 __device__ void store_rows(const T (&x)[kChannelTiles][4], const Operand<T>& out, const Place& p, int64_t part,
                            const WarpPart& w, int64_t steps, int64_t c0, int64_t width) {
-  if (out.ptr == nullptr) return;
+  if (!out.present()) return;
   const int64_t p0 = p.index * Geometry<T>::kChunk;
   for_each_element(w, [&](int n, int e, int t, int c) {
-    if (p0 + t < steps && c0 + c < width) out.at(p.b, p.h, p0 + t, part)[c0 + c] = x[n][e];
+    if (p0 + t < steps && c0 + c < width) out.store(p.b, p.h, p0 + t, part, c0 + c, x[n][e]);
   });
 }
 
@@ -740,7 +809,7 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
   constexpr int C = G::kChunk, P = G::kPitch, N = G::kThreads;
   constexpr int kSegments = N / kWidth, kRows = C / kSegments;
   static_assert(N % kWidth == 0 && C % kSegments == 0, "whole segments of rows per column");
-  if (mode == kNoDecay || out.ptr == nullptr) return;  // the same for the whole block
+  if (mode == kNoDecay || !out.present()) return;  // the same for the whole block
   const int c = threadIdx.x % kWidth, segment = threadIdx.x / kWidth, t0 = segment * kRows;
   T w_total = 0, z_total = 0;
   for (int t = t0; t < t0 + kRows; ++t) {
@@ -765,14 +834,14 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
   if (mode == kChannelDecay) {
     for (int e = threadIdx.x; e < C * kWidth; e += N) {
       const int t = e / kWidth, ch = e % kWidth;
-      if (p0 + t < steps && c0 + ch < width) out.at(p.b, p.h, p0 + t, part)[c0 + ch] = w[t * P + ch];
+      if (p0 + t < steps && c0 + ch < width) out.store(p.b, p.h, p0 + t, part, c0 + ch, w[t * P + ch]);
     }
     return;
   }
   for (int t = threadIdx.x; t < C; t += N) {
     T sum = 0;
     for (int ch = 0; ch < kWidth; ++ch) sum += w[t * P + ch];
-    if (p0 + t < steps) *out.at(p.b, p.h, p0 + t, part) = sum;
+    if (p0 + t < steps) out.store(p.b, p.h, p0 + t, part, 0, sum);
   }
 }
 
@@ -895,7 +964,7 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kerne
 }
 
 // out (strided) = the sum of n_parts contiguous (sequences, steps, width) partial results, in
-// order of the parts (deterministic).
+// order of the parts (deterministic), rounded once where out is bfloat16.
 template <class T>
 __global__ void add_parts_kernel(Operand<T> out, const T* parts, int n_parts, int64_t heads, int64_t steps,
                                  int64_t width, int64_t total) {
@@ -903,7 +972,7 @@ __global__ void add_parts_kernel(Operand<T> out, const T* parts, int n_parts, in
     const int64_t c = e % width, pos = e / width % steps, seq = e / (width * steps);
     T sum = 0;
     for (int i = 0; i < n_parts; ++i) sum += parts[i * total + e];
-    out.at(seq / heads, seq % heads, pos, 0)[c] = sum;
+    out.store(seq / heads, seq % heads, pos, 0, c, sum);
   }
 }
 
@@ -915,18 +984,31 @@ inline int decay_mode(const Tensor& g) {
 }
 
 // Whether every row of x starts on 16 bytes and its width fills whole 16-byte pieces.
-template <class T>
-bool rows_in_vectors(const T* ptr, const Tensor& x) {
-  constexpr int64_t V = 16 / sizeof(T);
+template <class E>
+bool rows_in_vectors(const E* ptr, const Tensor& x) {
+  constexpr int64_t V = 16 / sizeof(E);
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && x.size(3) % V == 0 && x.stride(0) % V == 0 &&
          x.stride(1) % V == 0 && x.stride(2) % V == 0;
 }
 
+// x (T, or bfloat16 for a bfloat16 scan's tensors: Operand) as an Operand of E (T or const T).
+template <class E>
+Operand<E> operand_of(const Tensor& x) {
+  if (!x.defined()) return {};
+  Operand<E> o;
+  o.sb = x.stride(0), o.sh = x.stride(1), o.st = x.stride(2);
+  if (x.dtype() == kBFloat16) {
+    o.narrow = x.data<bfloat16>();
+    o.vectors = rows_in_vectors(o.narrow, x);
+  } else {
+    o.ptr = x.data<std::remove_const_t<E>>();
+    o.vectors = rows_in_vectors(o.ptr, x);
+  }
+  return o;
+}
 template <class T>
 Operand<const T> input_of(const Tensor& x) {
-  if (!x.defined()) return {};
-  const T* ptr = x.data<T>();
-  return {ptr, x.stride(0), x.stride(1), x.stride(2), 0, rows_in_vectors(ptr, x)};
+  return operand_of<const T>(x);
 }
 
 // An output computed as the sum of `parts` partial results: written directly when there is one,
@@ -939,19 +1021,22 @@ class Output {
     LINEA_CHECK(out.size(3) == 1 || out.stride(3) == 1, "gated_scan", "outputs need contiguous rows, got ",
                 out.describe());
     if (parts == 1) {
-      operand_ = {out.data<T>(), out.stride(0), out.stride(1), out.stride(2), 0};
+      operand_ = operand_of<T>(out);
       return;
     }
+    // The partial sums in T (float32 for a bfloat16 output), rounded once as add() stores their sum.
     const int64_t width = out.size(3), total = out.size(0) * out.size(1) * out.size(2) * width;
     scratch_ = std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(parts * total), device);
-    operand_ = {scratch_->as<T>(), out.size(1) * out.size(2) * width, out.size(2) * width, width, total};
+    operand_.ptr = scratch_->as<T>();
+    operand_.sb = out.size(1) * out.size(2) * width, operand_.sh = out.size(2) * width, operand_.st = width;
+    operand_.part = total;
   }
   const Operand<T>& operand() const { return operand_; }
   void add(cudaStream_t stream, int device) const {
     if (!scratch_) return;
     const int64_t width = out_.size(3), total = out_.size(0) * out_.size(1) * out_.size(2) * width;
     add_parts_kernel<T><<<blocks_for(total, device), kThreads, 0, stream>>>(
-        Operand<T>{out_.data<T>(), out_.stride(0), out_.stride(1), out_.stride(2), 0}, scratch_->as<T>(),
+        operand_of<T>(out_), scratch_->as<T>(),
         static_cast<int>(parts_), out_.size(1), out_.size(2), width, total);
     LINEA_CUDA_LAUNCH_CHECK("gated_scan", "adding ", parts_, " tile sums into ", out_.describe());
   }
@@ -1055,7 +1140,7 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
   a.final_state = final_state.defined() ? final_state.data<T>() : nullptr;
   std::unique_ptr<DeviceBuffer> scratch;
   if (kept != nullptr) {
-    *kept = empty({states_elements(a)}, in.q.dtype(), in.q.device());
+    *kept = empty({states_elements(a)}, dtype_of<T>::value, in.q.device());
     a.states = kept->data<T>();
   } else {
     scratch = states_buffer(a, a.chunks + 1, device);
@@ -1079,7 +1164,7 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   a.dout = input_of<T>(dout);
   LINEA_CHECK(!g.dinitial.defined() || g.dinitial.is_contiguous(), "gated_scan_backward", "dinitial must be contiguous");
   a.dinitial = g.dinitial.defined() ? g.dinitial.data<T>() : nullptr;
-  LINEA_CHECK(!kept.defined() || (kept.numel() == states_elements(a) && kept.dtype() == in.q.dtype()),
+  LINEA_CHECK(!kept.defined() || (kept.numel() == states_elements(a) && kept.dtype() == dtype_of<T>::value),
               "gated_scan_backward", "the kept states ", kept.describe(), " are not those of these inputs (",
               states_elements(a), " elements)");
   const std::unique_ptr<DeviceBuffer> states = kept.defined() ? nullptr : states_buffer(a, a.chunks + 1, device);

@@ -507,25 +507,23 @@ void sequential_backward(const Tensor& q_, const Tensor& k_, const Tensor& v_, c
 
 }  // namespace
 
-// A bfloat16 scan (bfloat16 q, k, v and dout; float32 decays and states) runs on float32 stand-ins
-// (tensor/widen.h): the chunked kernels with their products on the bfloat16 tensor cores, the
-// sequential ones in float32; its bfloat16 results are rounded once.
+// A bfloat16 scan (bfloat16 q, k, v and dout; float32 decays and states): the chunked kernels read
+// and write its bfloat16 tensors in place, with their products on the bfloat16 tensor cores; the
+// sequential ones compute in float32 on float32 stand-ins (tensor/widen.h), the results rounded once.
 void CudaBackend::gated_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gk, const Tensor& gv,
                              const Tensor& s0, const Tensor& out, const Tensor& final_state, ScanAlgorithm algorithm,
                              Tensor* kept) const {
   check_on_device(device_, "gated_scan", {&q, &k, &v, &gk, &gv, &s0, &out, &final_state});
   const cudaStream_t stream = use_device(device_);
-  const bool bf16 = q.dtype() == kBFloat16;
+  if (algorithm == ScanAlgorithm::Chunked) {
+    chunked_scan_forward({q, k, v, gk, gv, s0}, out, final_state, kept, device_, stream);
+    return;
+  }
   Float32StandIns f32(*this);
   const Tensor out32 = f32.output(out);
-  if (algorithm == ScanAlgorithm::Chunked) {
-    chunked_scan_forward({f32.input(q), f32.input(k), f32.input(v), gk, gv, s0}, out32, final_state, kept, bf16,
-                         device_, stream);
-  } else {
-    with_contiguous_outputs(*this, {&out32, &final_state}, [&](const std::vector<Tensor>& o) {
-      sequential_forward(f32.input(q), f32.input(k), f32.input(v), gk, gv, s0, o[0], o[1], device_, stream);
-    });
-  }
+  with_contiguous_outputs(*this, {&out32, &final_state}, [&](const std::vector<Tensor>& o) {
+    sequential_forward(f32.input(q), f32.input(k), f32.input(v), gk, gv, s0, o[0], o[1], device_, stream);
+  });
   f32.narrow_outputs();
 }
 
@@ -537,19 +535,17 @@ void CudaBackend::gated_scan_backward(const Tensor& q, const Tensor& k, const Te
   check_on_device(device_, "gated_scan_backward",
                   {&q, &k, &v, &gk, &gv, &s0, &dout, &dfinal, &dq, &dk, &dv, &dgk, &dgv, &dinitial, &kept});
   const cudaStream_t stream = use_device(device_);
-  const bool bf16 = q.dtype() == kBFloat16;
+  if (algorithm == ScanAlgorithm::Chunked) {
+    chunked_scan_backward({q, k, v, gk, gv, s0}, dout, dfinal, {dq, dk, dv, dgk, dgv, dinitial}, kept, device_, stream);
+    return;
+  }
   Float32StandIns f32(*this);
   const Tensor q32 = f32.input(q), k32 = f32.input(k), v32 = f32.input(v), dout32 = f32.input(dout);
   const Tensor dq32 = f32.output(dq), dk32 = f32.output(dk), dv32 = f32.output(dv);
-  if (algorithm == ScanAlgorithm::Chunked) {
-    chunked_scan_backward({q32, k32, v32, gk, gv, s0}, dout32, dfinal, {dq32, dk32, dv32, dgk, dgv, dinitial}, kept,
-                          bf16, device_, stream);
-  } else {
-    with_contiguous_outputs(*this, {&dq32, &dk32, &dv32, &dgk, &dgv, &dinitial}, [&](const std::vector<Tensor>& g) {
-      sequential_backward(q32, k32, v32, gk, gv, s0, dout32, dfinal, g[0], g[1], g[2], g[3], g[4], g[5], device_,
-                          stream);
-    });
-  }
+  with_contiguous_outputs(*this, {&dq32, &dk32, &dv32, &dgk, &dgv, &dinitial}, [&](const std::vector<Tensor>& g) {
+    sequential_backward(q32, k32, v32, gk, gv, s0, dout32, dfinal, g[0], g[1], g[2], g[3], g[4], g[5], device_,
+                        stream);
+  });
   f32.narrow_outputs();
 }
 

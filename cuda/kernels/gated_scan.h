@@ -18,13 +18,13 @@ struct ScanGrads {
 };
 
 // kept (not null): receives the states before every chunk, which chunked_scan_backward then reads
-// instead of recomputing them (chunked_scan_kernels.cuh: Memory). bf16_products: float32 tensors
-// standing in for a bfloat16 scan's activations, whose products then run on the bfloat16 tensor
-// cores (CudaBackend::gated_scan widens them and rounds the results).
+// instead of recomputing them (chunked_scan_kernels.cuh: Memory). A bfloat16 scan's q, k, v, dout
+// and results are bfloat16 (the kernels widen them as they load them and round as they store),
+// its products on the bfloat16 tensor cores.
 void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept,
-                          bool bf16_products, int device, cudaStream_t stream);
+                          int device, cudaStream_t stream);
 void chunked_scan_backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, const ScanGrads& grads,
-                           const Tensor& kept, bool bf16_products, int device, cudaStream_t stream);
+                           const Tensor& kept, int device, cudaStream_t stream);
 // Whether the loaded chunked kernels have the TF32 instructions (built for sm_80 or newer).
 bool chunked_scan_tf32_available();
 

@@ -121,6 +121,49 @@ TEST(CudaGatedScanBFloat16, LongSequenceWithinTheBounds) {
                        7);
 }
 
+// x's values (bfloat16, on the GPU) as a leaf that requires grad, laid out as the kernels meet
+// them: the layers' (B, T, H, d) projections seen as (B, H, T, d) (rows read 16 bytes at a time,
+// `heads_last`), or contiguous but one element past a 16-byte boundary (read element by element).
+Tensor laid_out(const Tensor& x, bool heads_last) {
+  Tensor out;
+  if (heads_last) {
+    out = transpose(contiguous(transpose(detach(x), 1, 2)), 1, 2);
+  } else {
+    out = reshape(narrow(zeros({x.numel() + 1}, {x.dtype(), x.device()}), 0, 1, x.numel()), x.shape());
+    copy_(out, detach(x));
+  }
+  return out.requires_grad_();
+}
+
+// The chunked kernels read bfloat16 q, k, v in place (cuda/kernels/chunked_scan_kernels.cuh:
+// Operand) in every layout, and write o, dq, dk, dv in place: strided and off-boundary inputs give
+// the bits of contiguous ones, at widths that fill a 16-byte piece, widths that do not (read
+// element by element), and widths past one 64-channel tile (partial sums added, then rounded).
+TEST(CudaGatedScanBFloat16, ReadsEveryLayoutInPlace) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  uint64_t seed = 900;
+  for (const auto& [dk, dv] : {std::pair<int64_t, int64_t>{64, 64}, {36, 20}, {100, 72}})
+    for (const bool heads_last : {true, false}) {
+      const ScanShape shape{2, 3, 130, dk, dv};
+      const ScanInputs x64 = draw_scan_inputs(Decay::Scalar, Decay::PerChannel, true, shape, kFloat64, seed += 10);
+      const ScanInputs packed = bfloat16_scan_inputs(x64, gpu());
+      ScanInputs laid = bfloat16_scan_inputs(x64, gpu());
+      laid.q = laid_out(packed.q, heads_last);
+      laid.k = laid_out(packed.k, heads_last);
+      laid.v = laid_out(packed.v, heads_last);
+      ASSERT_EQ(laid.q.is_contiguous(), !heads_last);
+      Generator gen(seed + 1);
+      const Tensor dout = to(to(randn({shape.B, shape.H, shape.T, dv}, kFloat32, &gen), kBFloat16), kFloat64);
+      const Tensor dfinal = to(randn({shape.B, shape.H, dv, dk}, kFloat32, &gen), kFloat64);
+      const std::vector<Tensor> want = scan_results(packed, dout, dfinal, ScanAlgorithm::Chunked);
+      const std::vector<Tensor> got = scan_results(laid, dout, dfinal, ScanAlgorithm::Chunked);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_EQ(max_abs_diff(got[i], want[i]), 0.0)
+            << "result " << i << " at dk=" << dk << " dv=" << dv << (heads_last ? " heads last" : " off boundary");
+    }
+}
+
 // The chunked kernels' products ran in bfloat16: the final state (float32, never rounded as a
 // whole) differs from the exact one by more than TF32's unit roundoff (2^-11) of its largest
 // value, as products with operands rounded to 8 significant bits do, and float32 or TF32 ones do
