@@ -116,6 +116,7 @@ void run_backward(const Tensor& output, const Tensor& grad_output, bool retain_g
               "backward", "the gradient ", seed.describe(), " does not match the output ", output.describe());
 
   NoGradGuard no_grad;  // backward formulas build no graph of their own
+  autograd::BackwardFreesSavedScope frees_saved(!retain_graph);  // SavedTensor::overwritable
   auto deps = count_dependencies(root.get());
   std::unordered_set<Node*> useful;
   if (captures) {

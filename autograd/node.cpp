@@ -11,7 +11,11 @@ namespace linea::autograd {
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
 thread_local std::vector<Node*>* t_pending_deletes = nullptr;
+thread_local bool t_backward_frees_saved = false;
 }  // namespace
+
+bool backward_frees_saved() { return t_backward_frees_saved; }
+void set_backward_frees_saved(bool frees) { t_backward_frees_saved = frees; }
 
 Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(g_next_sequence_nr++) {}
 
@@ -44,6 +48,12 @@ Tensor SavedTensor::get() const {
                 "was saved (version ", version_, " -> ", data_.version(), "); use an out-of-place op "
                 "or clone() it before modifying");
   return data_;
+}
+
+Tensor SavedTensor::overwritable() const {
+  // is_sole_owner before get(): the copy get() returns would be a second holder.
+  if (!data_.defined() || !backward_frees_saved() || !data_.is_sole_owner()) return Tensor();
+  return get();
 }
 
 Grads FunctionNode::apply(const Tensor& grad_output) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/scoped_setting.h"
 #include "tensor/tensor.h"
 
 namespace linea::autograd {
@@ -75,6 +76,12 @@ std::shared_ptr<N> make_node(Args&&... args) {
   return std::shared_ptr<N>(new N(std::forward<Args>(args)...), NodeDeleter{});
 }
 
+// Whether the backward running on this thread frees each node's saved tensors once the node has
+// run (no retain_graph): a node's backward is then their last reader. The engine sets it.
+bool backward_frees_saved();
+void set_backward_frees_saved(bool frees);
+using BackwardFreesSavedScope = ScopedSetting<bool, backward_frees_saved, set_backward_frees_saved>;
+
 // A tensor saved for backward. It keeps the values (a detached alias: saving an op's own output
 // must not make a reference cycle through its grad_fn) and the storage version at save time, so
 // that use after an in-place write is an error instead of a wrong gradient.
@@ -83,6 +90,10 @@ class SavedTensor {
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
   Tensor get() const;  // throws if the tensor was modified in place since it was saved
+  // The saved tensor, for a backward that may overwrite it: when that backward is its last reader
+  // (the engine frees saved tensors after it: no retain_graph, backward_frees_saved) and nothing
+  // else holds its memory (this saved alias is the storage's one reference). Undefined otherwise.
+  Tensor overwritable() const;
   bool defined() const { return data_.defined(); }
 
  private:

@@ -54,8 +54,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   losses = record("cross_entropy", {flat_logits}, losses,
                   [xs = SavedTensor(flat_logits), ts = SavedTensor(flat_targets), ls = SavedTensor(lse),
                    ignore_index](const Tensor& gloss) -> Grads {
-                    const Tensor x = xs.get();
-                    Tensor gx = empty(x.shape(), x.dtype(), x.device());
+                    // The gradient takes the logits' own memory when this backward is their last
+                    // reader and nothing else holds them (SavedTensor::overwritable): each element
+                    // is read before the same thread writes its gradient over it. At a language
+                    // model's head the logits and their gradient are the step's two largest
+                    // tensors, alive together at its peak (autograd/README.md).
+                    Tensor x = xs.overwritable();
+                    const bool in_place = x.defined() && x.is_contiguous();
+                    if (!in_place) x = xs.get();
+                    const Tensor gx = in_place ? x : empty(x.shape(), x.dtype(), x.device());
                     backend_for(x).cross_entropy_backward(x, ts.get(), ignore_index, ls.get(), gloss, gx);
                     return {gx};
                   });

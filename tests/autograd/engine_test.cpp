@@ -403,6 +403,41 @@ TEST(Engine, ALeafUsedTwiceHasOneAccumulator) {
   EXPECT_TRUE(all_close(x.grad(), map_values(x, [](double v) { return (2 * v + v * v) * std::exp(v); }), 1e-10));
 }
 
+// The cross-entropy's backward writes the logits' gradient over the logits when it is their last
+// reader and nothing else holds them (SavedTensor::overwritable), and only then: not with the graph
+// retained (a second backward reads them again), not while the caller holds them. An op that passes
+// its gradient through to a leaf, which keeps it (ALeafKeepsAGradientNothingElseReaches), shows
+// where the gradient was written. Every way gives the same bits.
+TEST(Engine, ABackwardOverwritesWhatItAloneSaved) {
+  const Tensor targets = from_vector(std::vector<int64_t>{2, 0, 4, 1, 3, 2}, {6});
+  const Tensor values = randn({6, 5}, kFloat64) * 3.0;
+  // loss = cross_entropy(logits), logits = a fresh copy of a's values passing its gradient on.
+  const auto run = [&](Tensor& a, bool hold_logits, bool retain, int passes) {
+    Tensor held;
+    const void* logits_memory = nullptr;
+    Tensor loss;
+    {
+      const Tensor logits = autograd::record("pass_through", {a}, product(a, full(a.shape(), 1.0, kFloat64)),
+                                             [](const Tensor& g) -> autograd::Grads { return {g}; });
+      logits_memory = logits.raw_data();
+      if (hold_logits) held = logits;
+      loss = cross_entropy(logits, targets);
+    }
+    for (int pass = 0; pass < passes; ++pass) backward(loss, Tensor(), retain);
+    return a.grad().raw_data() == logits_memory;
+  };
+  Tensor alone = leaf({6, 5}), held = leaf({6, 5}), retained = leaf({6, 5});
+  for (Tensor* a : {&alone, &held, &retained}) {
+    NoGradGuard no_grad;
+    copy_(*a, values);
+  }
+  EXPECT_TRUE(run(alone, false, false, 1)) << "the gradient took the logits' memory";
+  EXPECT_FALSE(run(held, true, false, 1)) << "the caller holds the logits";
+  EXPECT_FALSE(run(retained, false, true, 2)) << "the graph is retained";
+  EXPECT_TRUE(all_close(alone.grad(), held.grad(), 0));
+  EXPECT_TRUE(all_close(retained.grad(), alone.grad() * 2.0, 0)) << "the second backward read the logits intact";
+}
+
 // A leaf keeps its first gradient without a copy when nothing else can reach it, and copies it when
 // something can: a gradient another node also received, one its node still holds (a retained
 // graph), or one the caller holds. Whatever was kept, the gradients stay right and never alias.
