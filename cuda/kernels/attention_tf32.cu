@@ -8,7 +8,8 @@
 //
 // Work split: a block is 4 warps; each warp owns 16 rows of the block's 64-row tile (query rows in
 // the forward and dq kernels, key rows in the dk/dv kernel) and computes their 16 x 64 score tile
-// against the streamed tile as 8 column blocks of 8.
+// against the streamed tile as 8 column blocks of 8. The bfloat16 forward at head dim 64 gives
+// each warp two such 16-row blocks (a 128-row tile: kForwardFragments).
 //
 // Fragments: see mma.cuh.
 // A score tile is produced in C layout and consumed as the A operand of the next product (P V,
@@ -101,6 +102,31 @@ struct TileOps<D, float> {
       for (int dn = 0; dn < D / 8; ++dn) mma_tf32(out[dn], a, b[8 * dn], b[kPitch + 8 * dn]);
     }
   }
+
+  // The forward's F 16-row blocks of a warp (kForwardFragments): float32 tiles keep one, read from
+  // the shared tile at every product.
+  template <int F>
+  struct Rows {
+    const float* tile;
+    int row0;
+  };
+  template <int F>
+  __device__ __forceinline__ static Rows<F> row_fragments(const float* tile, int row0) {
+    return {tile, row0};
+  }
+  template <int F>
+  __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F>& rows, const float* cols) {
+    const FragmentLane l = fragment_lane();
+#pragma unroll
+    for (int f = 0; f < F; ++f) score_tile(acc[f], rows.tile, rows.row0 + 16 * f, cols, l.g, l.t);
+  }
+  template <int F>
+  __device__ __forceinline__ static void accumulate_products(float (&out)[F][D / 8][4], const float (&s)[F][8][4],
+                                                             const float* m) {
+    const FragmentLane l = fragment_lane();
+#pragma unroll
+    for (int f = 0; f < F; ++f) accumulate_product(out[f], s[f], m, l.g, l.t);
+  }
 };
 
 // bfloat16 on mma.m16n8k16. Shared rows of D + 8 bfloat16 (16 bytes of padding): rows stay 16-byte
@@ -155,6 +181,97 @@ struct TileOps<D, bfloat16> {
         load_matrices<true>(b, row + 8 * dn);
         mma_bf16(out[dn], a, b[0], b[1]);
         mma_bf16(out[dn + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // The forward's F 16-row blocks of a warp (kForwardFragments). Each B fragment the products below
+  // load serves all F blocks: F times the products per shared-memory load (ncu put the shared
+  // loads of one 16-row block per warp at 64 - 79% of the memory pipes). With two blocks the A
+  // fragments of every k-step stay in registers for the whole key loop (kHeld); with one (head
+  // dims 32 and 128) they are read at each product, as score_tile does: held, they took 56 (32)
+  // and 104 (128) registers more, and blocks per SM with them.
+  template <int F>
+  struct Rows {
+    static constexpr bool kHeld = F > 1;
+    uint32_t a[kHeld ? F : 1][kHeld ? D / 16 : 1][4];
+    const bfloat16* tile;
+    int row0;
+    // The A fragment of block f at k-step kk.
+    __device__ __forceinline__ void fragment(uint32_t (&out)[4], int f, int kk) const {
+      if constexpr (kHeld) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) out[i] = a[f][kk][i];
+      } else {
+        const int lane = static_cast<int>(threadIdx.x % 32);
+        load_matrices(out, tile + (row0 + 16 * f + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
+      }
+    }
+  };
+  template <int F>
+  __device__ __forceinline__ static Rows<F> row_fragments(const bfloat16* tile, int row0) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    Rows<F> rows;
+    rows.tile = tile;
+    rows.row0 = row0;
+    if constexpr (Rows<F>::kHeld)
+#pragma unroll
+      for (int f = 0; f < F; ++f)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          load_matrices(rows.a[f][kk], tile + (row0 + 16 * f + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
+    return rows;
+  }
+  template <int F>
+  __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F>& rows,
+                                                     const bfloat16* cols) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[F][4];
+#pragma unroll
+      for (int f = 0; f < F; ++f) rows.fragment(a[f], f, kk);
+#pragma unroll
+      for (int n = 0; n < 8; n += 2) {
+        uint32_t b[4];  // as in score_tile
+        load_matrices(b, cols + (8 * n + lane % 8 + 8 * (lane / 16)) * kPitch + 16 * kk + 8 * (lane / 8 % 2));
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+          if (kk == 0) {
+            mma_bf16_from_zero(acc[f][n], a[f], b[0], b[1]);
+            mma_bf16_from_zero(acc[f][n + 1], a[f], b[2], b[3]);
+          } else {
+            mma_bf16(acc[f][n], a[f], b[0], b[1]);
+            mma_bf16(acc[f][n + 1], a[f], b[2], b[3]);
+          }
+        }
+      }
+    }
+  }
+  template <int F>
+  __device__ __forceinline__ static void accumulate_products(float (&out)[F][D / 8][4], const float (&s)[F][8][4],
+                                                             const bfloat16* m) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t a[F][4];  // as in accumulate_product, per block
+#pragma unroll
+      for (int f = 0; f < F; ++f) {
+        a[f][0] = pack_bf16(s[f][2 * j][0], s[f][2 * j][1]);
+        a[f][1] = pack_bf16(s[f][2 * j][2], s[f][2 * j][3]);
+        a[f][2] = pack_bf16(s[f][2 * j + 1][0], s[f][2 * j + 1][1]);
+        a[f][3] = pack_bf16(s[f][2 * j + 1][2], s[f][2 * j + 1][3]);
+      }
+      const bfloat16* row = m + (16 * j + lane % 16) * kPitch + 8 * (lane / 16);
+#pragma unroll
+      for (int dn = 0; dn < D / 8; dn += 2) {
+        uint32_t b[4];
+        load_matrices<true>(b, row + 8 * dn);
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+          mma_bf16(out[f][dn], a[f], b[0], b[1]);
+          mma_bf16(out[f][dn + 1], a[f], b[2], b[3]);
+        }
       }
     }
   }
@@ -348,11 +465,11 @@ __device__ __forceinline__ void store_rows(E* base, int64_t stride, int64_t row0
 // Calls f(n, e, half, seen) for each element of a lane's part of the score tile of the query rows
 // at q0 against the key tile at k0 (the forward's and dq's layout): half is 0 for the lane's row
 // and 1 for row + 8, seen whether the mask lets that query see that key (all of a whole tile).
-template <class F>
+template <int kBlockRows = kRows, class F>
 __device__ __forceinline__ void for_each_query_score(int64_t q0, int row, int64_t k0, int t, const AttentionShape& s,
                                                      F&& f) {
   // Two copies of the loop, so that the tiles off the diagonal (nearly all) test no mask.
-  if (tile_fully_visible(q0, kRows, k0, kCols, s)) {
+  if (tile_fully_visible(q0, kBlockRows, k0, kCols, s)) {
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -365,67 +482,90 @@ __device__ __forceinline__ void for_each_query_score(int64_t q0, int row, int64_
   }
 }
 
+// 16-row blocks of query rows a forward warp owns: two for bfloat16 at head dim 64 (a block's tile
+// of 128 rows), so that every fragment of the streamed tile loaded from shared memory serves two
+// products (TileOps::score_tiles; 253 registers, 2 blocks per SM; measured in docs/benchmarks.md);
+// one for float32's TF32 kernel, at head dim 128 (where two spilled 536 bytes a thread) and at 32
+// (not measured).
+template <int D, class E>
+constexpr int kForwardFragments = std::is_same_v<E, bfloat16> && D == 64 ? 2 : 1;
+template <int D, class E>
+constexpr int kForwardRows = kRows * kForwardFragments<D, E>;
+
 template <int D, class E>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(ForwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
   using Smem = typename Ops::Smem;
-  constexpr int P = Ops::kPitch, N = D / 8;
+  constexpr int P = Ops::kPitch, N = D / 8, F = kForwardFragments<D, E>, kBlockRows = kForwardRows<D, E>;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) unsigned char smem[];
   Smem* sQ = reinterpret_cast<Smem*>(smem);
 
-  const QueryTile tile = query_tile<kRows>(s);
+  const QueryTile tile = query_tile<kBlockRows>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
-  const auto [warp, g, t, row] = this_lane();
-  load_head_tile<kRows, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  const Lane lane = this_lane();
+  const int g = lane.g, t = lane.t, row0 = 16 * F * lane.warp;  // the warp's first row of the block's tile; block f at row0 + 16 f
+  load_head_tile<kBlockRows, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  __syncthreads();
+  const typename Ops::template Rows<F> q_rows = Ops::template row_fragments<F>(sQ, row0);
 
-  float o[N][4] = {}, m[2] = {-kInf, -kInf}, l[2] = {0.f, 0.f};
-  const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
-  stream_key_tiles<D, E>(sQ + kRows * P, a, tile.b, kvh, span, s, [&](int64_t k0, const Smem* sK, const Smem* sV) {
-    float sc[8][4];
-    Ops::score_tile(sc, sQ, 16 * warp, sK, g, t);
-    float tile_max[2] = {-kInf, -kInf};
-    for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
-      sc[n][e] = seen ? sc[n][e] * scale_log2 : -kInf;  // scores in log2 units
-      tile_max[half] = fmaxf(tile_max[half], sc[n][e]);
-    });
-    float base[2];
+  // Per block f and half (its rows row0 + 16 f + g and + 8): the output, the running max (log2
+  // units) and this lane's part of the row sum.
+  float o[F][N][4] = {}, m[F][2], l[F][2];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float m_new = fmaxf(m[half], quad_max(tile_max[half]));
-      // Nothing visible yet: subtract 0, so that exp2(-inf - 0) = 0 rather than exp2(-inf + inf).
-      base[half] = m_new == -kInf ? 0.f : m_new;
-      const float alpha = exp2_approx(m[half] - base[half]);
-      l[half] *= alpha;  // this lane's part of the row sum; the 4 parts are added at the end
-      m[half] = m_new;
+  for (int f = 0; f < F; ++f) m[f][0] = m[f][1] = -kInf, l[f][0] = l[f][1] = 0.f;
+  const KeySpan span = key_span<kBlockRows, kCols>(tile.q0, s);
+  stream_key_tiles<D, E>(sQ + kBlockRows * P, a, tile.b, kvh, span, s, [&](int64_t k0, const Smem* sK, const Smem* sV) {
+    float sc[F][8][4];
+    Ops::template score_tiles<F>(sc, q_rows, sK);
 #pragma unroll
-      for (int dn = 0; dn < N; ++dn) {
-        o[dn][2 * half] *= alpha;
-        o[dn][2 * half + 1] *= alpha;
+    for (int f = 0; f < F; ++f) {
+      float tile_max[2] = {-kInf, -kInf};
+      for_each_query_score<kBlockRows>(tile.q0, row0 + 16 * f + g, k0, t, s, [&](int n, int e, int half, bool seen) {
+        sc[f][n][e] = seen ? sc[f][n][e] * scale_log2 : -kInf;  // scores in log2 units
+        tile_max[half] = fmaxf(tile_max[half], sc[f][n][e]);
+      });
+      float base[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float m_new = fmaxf(m[f][half], quad_max(tile_max[half]));
+        // Nothing visible yet: subtract 0, so that exp2(-inf - 0) = 0 rather than exp2(-inf + inf).
+        base[half] = m_new == -kInf ? 0.f : m_new;
+        const float alpha = exp2_approx(m[f][half] - base[half]);
+        l[f][half] *= alpha;  // this lane's part of the row sum; the 4 parts are added at the end
+        m[f][half] = m_new;
+#pragma unroll
+        for (int dn = 0; dn < N; ++dn) {
+          o[f][dn][2 * half] *= alpha;
+          o[f][dn][2 * half + 1] *= alpha;
+        }
       }
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          sc[f][n][e] = exp2_approx(sc[f][n][e] - base[e / 2]);
+          l[f][e / 2] += sc[f][n][e];
+        }
     }
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sc[n][e] = exp2_approx(sc[n][e] - base[e / 2]);
-        l[e / 2] += sc[n][e];
-      }
-    Ops::accumulate_product(o, sc, sV, g, t);
+    Ops::template accumulate_products<F>(o, sc, sV);
   });
 
   const int64_t bh = tile.b * s.heads + tile.h;
-  float inv[2];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    l[half] = quad_sum(l[half]);
-    inv[half] = l[half] > 0.f ? 1.f / l[half] : 0.f;
-    const int64_t r = tile.q0 + row + 8 * half;
-    if (t == 0 && r < s.tq)
-      a.lse[bh * s.tq + r] = l[half] > 0.f ? (m[half] + log2f(l[half])) / kLog2e : -kInf;
+  for (int f = 0; f < F; ++f) {
+    float inv[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float sum = quad_sum(l[f][half]);
+      inv[half] = sum > 0.f ? 1.f / sum : 0.f;
+      const int64_t r = tile.q0 + row0 + 16 * f + g + 8 * half;
+      if (t == 0 && r < s.tq) a.lse[bh * s.tq + r] = sum > 0.f ? (m[f][half] + log2f(sum)) / kLog2e : -kInf;
+    }
+    store_rows<D>(a.out + head_offset(a.os, tile.b, tile.h, 0), a.os.t, tile.q0 + row0 + 16 * f, s.tq, s.dh, o[f], inv,
+                  g, t);
   }
-  store_rows<D>(a.out + head_offset(a.os, tile.b, tile.h, 0), a.os.t, tile.q0 + 16 * warp, s.tq, s.dh, o, inv, g, t);
 }
 
 // Blocks per SM the backward kernels are compiled for: 3 up to head dim 64 caps them at 168
@@ -623,10 +763,10 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
 template <class E>
 void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t bytes =
-        sizeof(typename TileOps<D, E>::Smem) * (kRows + 2 * kStreamBuffers<E> * kCols) * TileOps<D, E>::kPitch;
-    launch_tiled(forward_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, bytes, stream, "attention",
-                 a, s, scale * kLog2e);
+    const size_t bytes = sizeof(typename TileOps<D, E>::Smem) * (kForwardRows<D, E> + 2 * kStreamBuffers<E> * kCols) *
+                         TileOps<D, E>::kPitch;
+    launch_tiled(forward_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kForwardRows<D, E>), kThreads, bytes, stream,
+                 "attention", a, s, scale * kLog2e);
   });
 }
 
