@@ -141,76 +141,46 @@ struct TileOps<D, bfloat16> {
 
   __device__ __forceinline__ static bfloat16 stored(bfloat16 x) { return x; }
 
+  // One 16-row block of a warp (the backward kernels): the F = 1 case of the products below.
   __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const bfloat16* rows, int row0,
                                                     const bfloat16* cols, int /*g*/, int /*t*/) {
-    const int lane = static_cast<int>(threadIdx.x % 32);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      // A: matrices (rows 0-7, 8-15) x (columns 0-7, 8-15) of the k-step, in fragment order.
-      uint32_t a[4];
-      load_matrices(a, rows + (row0 + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
-#pragma unroll
-      for (int n = 0; n < 8; n += 2) {
-        // B of column blocks n and n + 1: their 8 rows of `cols`, at columns 0-7 and 8-15.
-        uint32_t b[4];
-        load_matrices(b, cols + (8 * n + lane % 8 + 8 * (lane / 16)) * kPitch + 16 * kk + 8 * (lane / 8 % 2));
-        if (kk == 0) {  // the first k-step starts the sums (32 register zeroings a tile fewer)
-          mma_bf16_from_zero(acc[n], a, b[0], b[1]);
-          mma_bf16_from_zero(acc[n + 1], a, b[2], b[3]);
-        } else {
-          mma_bf16(acc[n], a, b[0], b[1]);
-          mma_bf16(acc[n + 1], a, b[2], b[3]);
-        }
-      }
-    }
+    score_tiles<1>(reinterpret_cast<float(&)[1][8][4]>(acc), row_fragments<1>(rows, row0), cols);
   }
-
   __device__ __forceinline__ static void accumulate_product(float (&out)[D / 8][4], const float (&s)[8][4],
                                                             const bfloat16* m, int /*g*/, int /*t*/) {
-    const int lane = static_cast<int>(threadIdx.x % 32);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {  // 16 keys a step: score blocks 2j and 2j + 1
-      const uint32_t a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                             pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]), pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
-      // B of column blocks dn and dn + 1: the step's 16 rows of m at columns 8 dn and 8 dn + 8,
-      // transposed.
-      const bfloat16* row = m + (16 * j + lane % 16) * kPitch + 8 * (lane / 16);
-#pragma unroll
-      for (int dn = 0; dn < D / 8; dn += 2) {
-        uint32_t b[4];
-        load_matrices<true>(b, row + 8 * dn);
-        mma_bf16(out[dn], a, b[0], b[1]);
-        mma_bf16(out[dn + 1], a, b[2], b[3]);
-      }
-    }
+    accumulate_products<1>(reinterpret_cast<float(&)[1][D / 8][4]>(out),
+                           reinterpret_cast<const float(&)[1][8][4]>(s), m);
   }
 
-  // The forward's F 16-row blocks of a warp (kForwardFragments). Each B fragment the products below
-  // load serves all F blocks: F times the products per shared-memory load (ncu put the shared
+  // F 16-row blocks of a warp (the forward's kForwardFragments). Each B fragment the products
+  // below load serves all F blocks: F times the products per shared-memory load (ncu put the shared
   // loads of one 16-row block per warp at 64 - 79% of the memory pipes). With two blocks the A
-  // fragments of every k-step stay in registers for the whole key loop (kHeld); with one (head
-  // dims 32 and 128) they are read at each product, as score_tile does: held, they took 56 (32)
-  // and 104 (128) registers more, and blocks per SM with them.
+  // fragments of every k-step stay in registers for the whole key loop (kHeld); with one (the
+  // backward, and the forward at head dims 32 and 128) they are read at each k-step: held, they
+  // took 56 (32) and 104 (128) registers more, and blocks per SM with them.
   template <int F>
   struct Rows {
     static constexpr bool kHeld = F > 1;
     uint32_t a[kHeld ? F : 1][kHeld ? D / 16 : 1][4];
     const bfloat16* tile;
     int row0;
-    // The A fragment of block f at k-step kk.
+    // The A fragment of block f at k-step kk: matrices (rows 0-7, 8-15) x (columns 0-7, 8-15) of
+    // the k-step, in fragment order.
     __device__ __forceinline__ void fragment(uint32_t (&out)[4], int f, int kk) const {
       if constexpr (kHeld) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) out[i] = a[f][kk][i];
       } else {
-        const int lane = static_cast<int>(threadIdx.x % 32);
-        load_matrices(out, tile + (row0 + 16 * f + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
+        load(out, tile, row0, f, kk);
       }
+    }
+    __device__ __forceinline__ static void load(uint32_t (&out)[4], const bfloat16* tile, int row0, int f, int kk) {
+      const int lane = static_cast<int>(threadIdx.x % 32);
+      load_matrices(out, tile + (row0 + 16 * f + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
     }
   };
   template <int F>
   __device__ __forceinline__ static Rows<F> row_fragments(const bfloat16* tile, int row0) {
-    const int lane = static_cast<int>(threadIdx.x % 32);
     Rows<F> rows;
     rows.tile = tile;
     rows.row0 = row0;
@@ -218,10 +188,12 @@ struct TileOps<D, bfloat16> {
 #pragma unroll
       for (int f = 0; f < F; ++f)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          load_matrices(rows.a[f][kk], tile + (row0 + 16 * f + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
+        for (int kk = 0; kk < D / 16; ++kk) Rows<F>::load(rows.a[f][kk], tile, row0, f, kk);
     return rows;
   }
+
+  // acc[f] (16 x 64, C layout) = block f of `rows` times the 64 rows of `cols`, transposed (a score
+  // tile, contracted over the head dim).
   template <int F>
   __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F>& rows,
                                                      const bfloat16* cols) {
@@ -233,11 +205,12 @@ struct TileOps<D, bfloat16> {
       for (int f = 0; f < F; ++f) rows.fragment(a[f], f, kk);
 #pragma unroll
       for (int n = 0; n < 8; n += 2) {
-        uint32_t b[4];  // as in score_tile
+        // B of column blocks n and n + 1: their 8 rows of `cols`, at columns 0-7 and 8-15.
+        uint32_t b[4];
         load_matrices(b, cols + (8 * n + lane % 8 + 8 * (lane / 16)) * kPitch + 16 * kk + 8 * (lane / 8 % 2));
 #pragma unroll
         for (int f = 0; f < F; ++f) {
-          if (kk == 0) {
+          if (kk == 0) {  // the first k-step starts the sums (32 register zeroings a tile fewer)
             mma_bf16_from_zero(acc[f][n], a[f], b[0], b[1]);
             mma_bf16_from_zero(acc[f][n + 1], a[f], b[2], b[3]);
           } else {
@@ -248,13 +221,16 @@ struct TileOps<D, bfloat16> {
       }
     }
   }
+
+  // out[f] (16 x D, C layout) += s[f] (16 x 64, C layout) times the 64 x D tile `m`, contracted
+  // over the tile's 64 rows.
   template <int F>
   __device__ __forceinline__ static void accumulate_products(float (&out)[F][D / 8][4], const float (&s)[F][8][4],
                                                              const bfloat16* m) {
     const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint32_t a[F][4];  // as in accumulate_product, per block
+    for (int j = 0; j < 4; ++j) {  // 16 keys a step: score blocks 2j and 2j + 1, as A fragments
+      uint32_t a[F][4];
 #pragma unroll
       for (int f = 0; f < F; ++f) {
         a[f][0] = pack_bf16(s[f][2 * j][0], s[f][2 * j][1]);
@@ -262,6 +238,8 @@ struct TileOps<D, bfloat16> {
         a[f][2] = pack_bf16(s[f][2 * j + 1][0], s[f][2 * j + 1][1]);
         a[f][3] = pack_bf16(s[f][2 * j + 1][2], s[f][2 * j + 1][3]);
       }
+      // B of column blocks dn and dn + 1: the step's 16 rows of m at columns 8 dn and 8 dn + 8,
+      // transposed.
       const bfloat16* row = m + (16 * j + lane % 16) * kPitch + 8 * (lane / 16);
 #pragma unroll
       for (int dn = 0; dn < D / 8; dn += 2) {
