@@ -195,11 +195,22 @@ void add_cumsum_and_sum_to(Table& table) {
                                (dim < 0 ? "_minus" + std::to_string(-dim) : std::to_string(dim));
       add_single(table, name, {2, 3, 4}, [dim, reverse](const Tensor& x) { return cumsum(x, dim, reverse); });
     }
+  // With a `before` (decoding's carried max): both inputs get gradients.
+  for (int64_t n : {1, 6})
+    add(table, "previous_minus/with_before_" + std::to_string(n), inputs({{2, 3, n, 1}, {2, 3, 1, 1}}),
+        [](const std::vector<Tensor>& x) { return previous_minus(x[0], 2, x[1]); });
+  add(table, "previous_minus/with_before_zero_length", inputs({{2, 0, 3}, {2, 1, 3}}),
+      [](const std::vector<Tensor>& x) { return previous_minus(x[0], 1, x[1]); });
   add_rows(table, {
       {"cumsum/transposed", {4, 3}, [](const Tensor& x) { return cumsum(transposed(x), 1); }},
       {"cumsum/reverse_sliced", {3, 8}, [](const Tensor& x) { return cumsum(slice(x, 1, 0, 8, 2), 1, true); }},
       {"cumsum/scalar", {}, [](const Tensor& x) { return cumsum(x, 0); }},
       {"cumsum/zero_size", {0, 3}, [](const Tensor& x) { return cumsum(x, 1); }},
+      {"previous_minus/dim2", {2, 3, 5, 1}, [](const Tensor& x) { return previous_minus(x, 2); }},
+      {"previous_minus/last_dim", {3, 4}, [](const Tensor& x) { return previous_minus(x, -1); }},
+      {"previous_minus/one_position", {3, 1}, [](const Tensor& x) { return previous_minus(x, 1); }},
+      {"previous_minus/transposed", {4, 3}, [](const Tensor& x) { return previous_minus(transposed(x), 1); }},
+      {"previous_minus/zero_size", {0, 3}, [](const Tensor& x) { return previous_minus(x, 1); }},
       {"sum_to/trailing", {2, 3, 4}, [](const Tensor& x) { return sum_to(x, {3, 1}); }},
       {"sum_to/row", {2, 3, 4}, [](const Tensor& x) { return sum_to(x, {1, 4}); }},
       {"sum_to/keep_rank", {2, 3, 4}, [](const Tensor& x) { return sum_to(x, {2, 1, 4}); }},

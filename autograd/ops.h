@@ -6,7 +6,8 @@
 //   unary.cpp      neg, exp, log, sqrt, ..., gelu, silu, pow by scalar, clamp
 //   binary.cpp     add, sub, mul, div, pow, maximum, minimum (NumPy broadcasting), comparisons
 //   select.cpp     where, masked_fill, tril, triu
-//   reduce.cpp     sum, mean, amax, amin, argmax, argmin, logsumexp, var, cumsum, sum_to
+//   reduce.cpp     sum, mean, amax, amin, argmax, argmin, logsumexp, var, cumsum,
+//                  previous_minus, sum_to
 //   matmul.cpp     matmul with batch broadcasting
 //   softmax.cpp    softmax, log_softmax, cross_entropy
 //   norm.cpp       layer_norm, rms_norm
@@ -146,6 +147,10 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims = {}, bool ke
 // Variance with Bessel's correction (divide by n - correction).
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor cumsum(const Tensor& x, int64_t dim, bool reverse = false);
+// y_t = x_{t-1} - x_t along dim, how much x fell from the position before (a running max's log
+// decay: nn/linear_attention/key_max.cpp). x_{-1} is `before` (x's shape with size 1 along dim),
+// or, undefined, x_0 itself: y_0 = 0, a constant.
+Tensor previous_minus(const Tensor& x, int64_t dim, const Tensor& before = Tensor());
 // Sums broadcast dims away so the result has `shape` (the adjoint of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

@@ -45,6 +45,8 @@ TEST(Errors, DimsOutOfRange) {
   EXPECT_LINEA_ERROR(permute(x, {0}), "linea.permute", "float32[2, 3]");
   EXPECT_LINEA_ERROR(argmax(x, 3), "linea.argmax", "dim 3");
   EXPECT_LINEA_ERROR(cumsum(x, -4), "linea.cumsum", "dim -4");
+  EXPECT_LINEA_ERROR(previous_minus(x, 1, zeros({2, 3})), "linea.previous_minus", "before must be [2, 1]");
+  EXPECT_LINEA_ERROR(previous_minus(x, 3), "linea.previous_minus", "dim 3");
   // A 0-dim tensor has no dim to select from or to index along.
   EXPECT_LINEA_ERROR(select(randn({}), 0, 0), "select", "0-dim");
   EXPECT_LINEA_ERROR(narrow(randn({}), 0, 0, 1), "narrow", "0-dim");

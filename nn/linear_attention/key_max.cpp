@@ -16,11 +16,9 @@ Tensor combine(const Tensor& earlier, const Tensor& later) { return where(gt(lat
 // last value, the state decoding carries on with.
 KeyNormalization prefix_decay(const Tensor& m, const Tensor& previous) {
   const int64_t T = m.size(2);
-  // m_{t-1} for every t; before the first token of a sequence the state is empty, so any value
-  // works and m_0 itself gives lambda_0 = 0.
-  const Tensor before = previous.defined() ? previous : narrow(m, 2, 0, 1);
-  const Tensor m_prev = T == 1 ? before : cat({before, narrow(m, 2, 0, T - 1)}, 2);
-  return {.key_scale = Tensor(), .log_decay = m_prev - m, .last_max = narrow(m, 2, T - 1, 1)};
+  // m_{t-1} for every t from `previous`; before the first token of a sequence the state is empty,
+  // so any value works and m_0 itself gives lambda_0 = 0 (previous_minus without `before`).
+  return {.key_scale = Tensor(), .log_decay = previous_minus(m, 2, previous), .last_max = narrow(m, 2, T - 1, 1)};
 }
 }  // namespace
 
