@@ -34,6 +34,39 @@ void NodeDeleter::operator()(Node* node) const {
   t_pending_deletes = nullptr;
 }
 
+namespace {
+// A view's home: the home of what it views, seen through the same view.
+class ViewedHome final : public GradientHome {
+ public:
+  ViewedHome(std::shared_ptr<GradientHome> of, std::function<Tensor(const Tensor&)> view_of)
+      : of_(std::move(of)), view_of_(std::move(view_of)) {}
+  Tensor claim() override {
+    const Tensor memory = of_->claim();
+    return memory.defined() ? view_of_(memory) : memory;
+  }
+
+ private:
+  std::shared_ptr<GradientHome> of_;
+  std::function<Tensor(const Tensor&)> view_of_;
+};
+}  // namespace
+
+std::shared_ptr<GradientHome> gradient_home(const Tensor& t) {
+  return t.defined() && t.requires_grad() ? t.autograd_meta().gradient_home : nullptr;
+}
+
+void set_gradient_home(const Tensor& t, std::shared_ptr<GradientHome> home) {
+  if (home) t.autograd_meta().gradient_home = std::move(home);
+}
+
+std::shared_ptr<GradientHome> home_through_view(std::shared_ptr<GradientHome> home,
+                                                std::function<Tensor(const Tensor&)> view_of) {
+  if (!home) return nullptr;
+  return std::make_shared<ViewedHome>(std::move(home), std::move(view_of));
+}
+
+Tensor claim(const std::shared_ptr<GradientHome>& home) { return home ? home->claim() : Tensor(); }
+
 Tensor alias_without_autograd(const Tensor& t) {
   if (!t.defined()) return t;
   return make_view(t, t.shape(), t.strides(), t.offset());

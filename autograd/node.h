@@ -82,6 +82,33 @@ bool backward_frees_saved();
 void set_backward_frees_saved(bool frees);
 using BackwardFreesSavedScope = ScopedSetting<bool, backward_frees_saved, set_backward_frees_saved>;
 
+// Where a tensor's gradient goes in the end, offered to the op that produces it, so that the
+// gradient is written there instead of copied there. split's pieces have one: their slices of
+// the buffer the split's backward assembles the whole gradient in (autograd/ops/views.cpp), and so
+// do views of them, that buffer seen through the same view. An op whose backward allocates an
+// input's gradient takes the input's home at forward time and claims it at backward time
+// (gradient_buffer in autograd/ops/common.h): the first claim gets the memory, any later one (a second consumer of the
+// same piece) nothing, and allocates as before, so two gradients never share memory; the engine
+// then adds them as usual, and split copies the sum into place.
+class GradientHome {
+ public:
+  virtual ~GradientHome() = default;
+  // The memory (a view of the piece's shape), or undefined when it was claimed before.
+  virtual Tensor claim() = 0;
+};
+
+// t's home, or null (a tensor that does not take part in autograd has none).
+std::shared_ptr<GradientHome> gradient_home(const Tensor& t);
+// Gives t a home: `home` itself, or for a view of a tensor with one, that home seen through the view
+// (home_through_view).
+void set_gradient_home(const Tensor& t, std::shared_ptr<GradientHome> home);
+// The home of a view y = view_of(x) of a tensor x with home `home` (null when x has none).
+std::shared_ptr<GradientHome> home_through_view(std::shared_ptr<GradientHome> home,
+                                                std::function<Tensor(const Tensor&)> view_of);
+// home's memory when it is there to claim; undefined otherwise (no home, or claimed before).
+// Ops call it through gradient_buffer (autograd/ops/common.h).
+Tensor claim(const std::shared_ptr<GradientHome>& home);
+
 // A tensor saved for backward. It keeps the values (a detached alias: saving an op's own output
 // must not make a reference cycle through its grad_fn) and the storage version at save time, so
 // that use after an in-place write is an error instead of a wrong gradient.

@@ -25,6 +25,7 @@ namespace linea {
 
 namespace autograd {
 class Node;
+class GradientHome;
 }
 struct AutogradMeta;
 
@@ -102,6 +103,9 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;          // set on tensors produced by recorded ops
   int output_nr = 0;                                // which of grad_fn's outputs this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // a leaf's AccumulateGrad, shared by its uses
+  // Where this tensor's gradient may be written directly (autograd/node.h: GradientHome); null:
+  // nowhere in particular.
+  std::shared_ptr<autograd::GradientHome> gradient_home;
   std::string name;
 };
 

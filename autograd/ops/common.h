@@ -49,6 +49,20 @@ Tensor empty_in_order_of(const Shape& shape, const Shape& strides, DType dtype, 
 // of a larger result, for an op that returns several tensors from one node).
 Tensor in_order_of(const Tensor& flat, const Shape& shape, const Shape& strides);
 inline Tensor empty_like_order(const Tensor& x) { return empty_in_order_of(x.shape(), x.strides(), x.dtype(), x.device()); }
+// The memory of a gradient home (autograd/node.h: GradientHome) the op took at forward time, when
+// it is there to claim and its rows (last dim) are contiguous, as the kernels that write any view
+// need; undefined otherwise.
+inline Tensor claim_rows(const std::shared_ptr<autograd::GradientHome>& home) {
+  const Tensor memory = autograd::claim(home);
+  const bool rows = memory.defined() && (memory.dim() == 0 || memory.size(-1) == 1 || memory.strides().back() == 1);
+  return rows ? memory : Tensor();
+}
+// Memory for the gradient of an op's input x: its home's (claim_rows: the gradient is then written
+// where it ends up, rather than copied there), else empty_like_order(x).
+inline Tensor gradient_buffer(const std::shared_ptr<autograd::GradientHome>& home, const Tensor& x) {
+  const Tensor memory = claim_rows(home);
+  return memory.defined() ? memory : empty_like_order(x);
+}
 
 // x itself when its rows (last dim) are contiguous, which the row kernels need, else a contiguous
 // copy, cut from the graph (the op records x itself).

@@ -61,11 +61,15 @@ NormalizedExp normalized_exp(const Tensor& x, NormalizedExpMode mode, double sca
   const std::vector<Tensor> out = record_outputs(
       kOp, {x, previous}, {y, m},
       [xs = SavedTensor(rows), ys = SavedTensor(y), ms = SavedTensor(m), prevs = SavedTensor(prev), mode,
-       order = x.strides(), need_x, need_previous](const std::vector<Tensor>& g) -> Grads {
+       order = x.strides(), need_x, need_previous,
+       home = autograd::gradient_home(x)](const std::vector<Tensor>& g) -> Grads {
         const Tensor x = xs.get(), y = ys.get(), m = ms.get(), prev = prevs.get();
         const Tensor dy = g[0].defined() ? contiguous_rows(g[0]) : zeros(y.shape(), {y.dtype(), y.device()});
         const Tensor dm = g[1].defined() ? contiguous(g[1]) : zeros(m.shape(), {m.dtype(), m.device()});
-        Tensor dx = empty_in_order_of(x.shape(), order, x.dtype(), x.device());
+        // x's place in a stacked product's gradient when it was split off one (a linear attention
+        // layer's q and k: autograd/node.h, GradientHome), else x's memory order.
+        Tensor dx = need_x ? claim_rows(home) : Tensor();
+        if (!dx.defined()) dx = empty_in_order_of(x.shape(), order, x.dtype(), x.device());
         Tensor dprev = need_previous ? empty(prev.shape(), prev.dtype(), prev.device()) : Tensor();
         if (m.numel() > 0) {
           backend_for(x).normalized_exp_backward(x, y, m, prev, dy, dm, mode, dx, dprev);

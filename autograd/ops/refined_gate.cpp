@@ -54,9 +54,13 @@ Tensor refined_log_gate(const Tensor& a, const Tensor& c, double floor, const Te
   const Shape shape_a = bias_a.defined() ? bias_a.shape() : Shape{}, shape_c = bias_c.defined() ? bias_c.shape() : Shape{};
   return record(op, {a, c, bias_a, bias_c}, out,
                 [as = SavedTensor(a), cs = SavedTensor(c), bas = SavedTensor(ba), bcs = SavedTensor(bc), floor,
-                 shape_a, shape_c, has_a = bias_a.defined(), has_c = bias_c.defined()](const Tensor& gout) -> Grads {
+                 shape_a, shape_c, has_a = bias_a.defined(), has_c = bias_c.defined(),
+                 home_a = autograd::gradient_home(a),
+                 home_c = autograd::gradient_home(c)](const Tensor& gout) -> Grads {
                   const Tensor a = as.get(), c = cs.get();
-                  Tensor da = empty_like_order(a), dc = empty_like_order(c);
+                  // Where a layer's gate projections split off a stacked product, straight into
+                  // that product's gradient (autograd/node.h: GradientHome).
+                  Tensor da = gradient_buffer(home_a, a), dc = gradient_buffer(home_c, c);
                   if (a.numel() > 0) backend_for(a).refined_log_gate_backward(a, c, bas.get(), bcs.get(), floor, gout, da, dc);
                   return {da, dc, has_a ? sum_to(da, shape_a) : Tensor(), has_c ? sum_to(dc, shape_c) : Tensor()};
                 });

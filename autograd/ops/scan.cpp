@@ -76,11 +76,13 @@ void scan_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   else fill_(final_state, 0.0);
 }
 
-// The inputs, saved for backward, which of them want a gradient, the algorithm, and what the
-// forward kept for the backward (undefined: nothing).
+// The inputs, saved for backward, which of them want a gradient, where those gradients may be
+// written (autograd/node.h: GradientHome; a linear attention layer's v, split off its stacked
+// projections), the algorithm, and what the forward kept for the backward (undefined: nothing).
 struct Saved {
   SavedTensor q, k, v, gk, gv, s0, kept;
   bool need[6];
+  std::shared_ptr<autograd::GradientHome> home[5];
   ScanAlgorithm algorithm;
 
   Saved(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& gk_, const Tensor& gv_, const Tensor& s0_,
@@ -88,6 +90,7 @@ struct Saved {
       : q(q_), k(k_), v(v_), gk(gk_), gv(gv_), s0(s0_), kept(kept_), algorithm(algorithm_) {
     const Tensor* all[6] = {&q_, &k_, &v_, &gk_, &gv_, &s0_};
     for (int i = 0; i < 6; ++i) need[i] = all[i]->defined() && all[i]->requires_grad();
+    for (int i = 0; i < 5; ++i) home[i] = autograd::gradient_home(*all[i]);
   }
 };
 
@@ -101,7 +104,7 @@ Grads scan_backward(const Saved& saved, const Tensor& dout, const Tensor& dfinal
   for (int i = 0; i < 6; ++i) {
     if (!saved.need[i]) continue;
     const Tensor& x = inputs[i];
-    g[i] = i == 5 ? empty(x.shape(), x.dtype(), x.device()) : empty_like_order(x);
+    g[i] = i == 5 ? empty(x.shape(), x.dtype(), x.device()) : gradient_buffer(saved.home[i], x);
   }
   const Tensor &q = inputs[0], &v = inputs[2];
   if (q.numel() > 0 && v.numel() > 0) {

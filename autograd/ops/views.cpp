@@ -10,10 +10,19 @@ namespace linea {
 using namespace ops_detail;
 
 // y = x seen with another shape. backward: the gradient seen with x's shape.
+namespace {
+// y, a view of x, with x's gradient home seen through the same view (autograd/node.h).
+Tensor with_home_of(const Tensor& x, const Tensor& y, std::function<Tensor(const Tensor&)> view_of) {
+  autograd::set_gradient_home(y, autograd::home_through_view(autograd::gradient_home(x), std::move(view_of)));
+  return y;
+}
+}  // namespace
+
 Tensor view(const Tensor& x, const Shape& shape) {
   check_defined(x, "view");
-  Tensor y = views::view(x, shape);
-  return record("view", {x}, y, [in_shape = x.shape()](const Tensor& gy) -> Grads { return {reshape(gy, in_shape)}; });
+  Tensor y = record("view", {x}, views::view(x, shape),
+                    [in_shape = x.shape()](const Tensor& gy) -> Grads { return {reshape(gy, in_shape)}; });
+  return with_home_of(x, y, [shape](const Tensor& t) { return views::view(t, shape); });
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape_in) {
@@ -29,7 +38,8 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   Tensor y = views::permute(x, dims);
   std::vector<int64_t> inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[normalize_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
-  return record("permute", {x}, y, [inverse](const Tensor& gy) -> Grads { return {permute(gy, inverse)}; });
+  y = record("permute", {x}, y, [inverse](const Tensor& gy) -> Grads { return {permute(gy, inverse)}; });
+  return with_home_of(x, y, [dims](const Tensor& t) { return views::permute(t, dims); });
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
@@ -196,12 +206,56 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   return cat(expanded, d);
 }
 
+namespace {
+
+// The buffer a split's backward assembles x's gradient in, made when a piece's home is first
+// claimed (by the op that produces that piece's gradient) or else by the backward itself, and
+// handed over by it (a retained graph's next backward starts a new one).
+struct SplitGradient {
+  Shape shape;
+  DType dtype;
+  Device device;
+  int64_t dim;
+  std::vector<int64_t> starts, sizes;
+  Tensor buffer;
+  std::vector<bool> claimed;
+
+  Tensor whole() {
+    if (!buffer.defined()) buffer = empty(shape, dtype, device);
+    return buffer;
+  }
+  Tensor place(int64_t i) { return views::slice(whole(), dim, starts[i], starts[i] + sizes[i], 1); }
+};
+
+class SplitPieceHome final : public autograd::GradientHome {
+ public:
+  SplitPieceHome(std::shared_ptr<SplitGradient> split, int64_t piece) : split_(std::move(split)), piece_(piece) {}
+  Tensor claim() override {
+    if (split_->claimed[piece_]) return Tensor();
+    split_->claimed[piece_] = true;
+    return split_->place(piece_);
+  }
+
+ private:
+  std::shared_ptr<SplitGradient> split_;
+  int64_t piece_;
+};
+
+// The same elements of the same memory.
+bool same_place(const Tensor& a, const Tensor& b) {
+  return a.storage().get() == b.storage().get() && a.offset() == b.offset() && a.shape() == b.shape() &&
+         a.strides() == b.strides();
+}
+
+}  // namespace
+
 // The pieces are views of x, outputs of one node (autograd/node.h: record_outputs). Its backward
 // writes each piece's gradient into that piece's place in one buffer of x's shape, and zeros only
 // where a piece got none. As views with a node each, every piece's gradient would be padded with
 // zeros to x's size and the pieces' sums added: a linear attention layer splits its q, k, v and
 // gate projections out of one product (nn/layers/stacked_projection.h), where that cost more than
-// the product it saved.
+// the product it saved. Each piece's place is also its gradient home (autograd/node.h): an op
+// that makes a piece's gradient writes it there directly, and the copy into place is skipped.
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   const int64_t d = dim_along(x, dim, "split");
   int64_t total = 0;
@@ -211,25 +265,30 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   LINEA_CHECK(total == x.size(d), "split", "sizes sum to ", total, " but dim ", d, " of ", x.describe(),
               " has ", x.size(d));
+  auto gradient = std::make_shared<SplitGradient>();
+  *gradient = {x.shape(), x.dtype(), x.device(), d, {}, sizes, Tensor(), std::vector<bool>(sizes.size(), false)};
   std::vector<Tensor> pieces;
   int64_t at = 0;
   for (int64_t s : sizes) {
     pieces.push_back(views::slice(x, d, at, at + s, 1));
+    gradient->starts.push_back(at);
     at += s;
   }
-  return record_outputs("split", {x}, std::move(pieces),
-                        [sizes, d, shape = x.shape(), dtype = x.dtype(), device = x.device()](
-                            const std::vector<Tensor>& g) -> Grads {
-                          Tensor gx = empty(shape, dtype, device);
-                          int64_t start = 0;
-                          for (size_t i = 0; i < sizes.size(); ++i) {
-                            Tensor place = views::slice(gx, d, start, start + sizes[i], 1);
-                            if (g[i].defined()) copy_into(place, g[i]);
-                            else fill_(place, 0.0);
-                            start += sizes[i];
-                          }
-                          return {gx};
-                        });
+  pieces = record_outputs("split", {x}, std::move(pieces), [gradient](const std::vector<Tensor>& g) -> Grads {
+    Tensor gx = gradient->whole();
+    for (size_t i = 0; i < g.size(); ++i) {
+      Tensor place = gradient->place(static_cast<int64_t>(i));
+      if (!g[i].defined()) fill_(place, 0.0);
+      else if (!same_place(g[i], place)) copy_into(place, g[i]);
+    }
+    gradient->buffer = Tensor();
+    gradient->claimed.assign(g.size(), false);
+    return {gx};
+  });
+  if (autograd::needs_grad({x}))
+    for (size_t i = 0; i < pieces.size(); ++i)
+      autograd::set_gradient_home(pieces[i], std::make_shared<SplitPieceHome>(gradient, static_cast<int64_t>(i)));
+  return pieces;
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
