@@ -9,7 +9,9 @@
 // each part's result as a view of it:
 //   - while grad mode is on (training), through autograd: the weights concatenated (cat), one
 //     product in this thread's precision, its result split into the parts (split: one node whose
-//     backward writes every part's gradient into one buffer);
+//     backward assembles every part's gradient in one buffer; the ops that make them, the feature
+//     maps, the refined gate and the scan, write them into their places there: autograd/node.h,
+//     GradientHome);
 //   - for inference, from a cache of the concatenated weights, built again when any source tensor
 //     changes (another tensor, or the same one written in place: its storage's version), so an
 //     optimizer step or a loaded checkpoint is never missed. Its product is a fused_product
