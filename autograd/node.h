@@ -87,9 +87,9 @@ using BackwardFreesSavedScope = ScopedSetting<bool, backward_frees_saved, set_ba
 // the buffer the split's backward assembles the whole gradient in (autograd/ops/views.cpp), and so
 // do views of them, that buffer seen through the same view. An op whose backward allocates an
 // input's gradient takes the input's home at forward time and claims it at backward time
-// (gradient_buffer in autograd/ops/common.h): the first claim gets the memory, any later one (a second consumer of the
-// same piece) nothing, and allocates as before, so two gradients never share memory; the engine
-// then adds them as usual, and split copies the sum into place.
+// (gradient_buffer in autograd/ops/common.h): the first claim gets the memory, any later one (a
+// second consumer of the same piece) nothing, and allocates as before, so two gradients never
+// share memory; the engine then adds them as usual, and split copies the sum into place.
 class GradientHome {
  public:
   virtual ~GradientHome() = default;

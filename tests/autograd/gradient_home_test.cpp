@@ -1,7 +1,7 @@
 // Gradient homes (autograd/node.h: GradientHome): split's pieces offer their place in the buffer
 // the split's backward assembles, views of them pass it on, and the ops that claim it (the refined
-// gate, normalized_exp) write the gradient there. The gradients must not change, also when a piece
-// has two consumers (only the first claim gets the memory) or the graph is retained.
+// gate, normalized_exp, the scan) write the gradient there. The gradients must not change, also
+// when a piece has two consumers (only the first claim gets the memory) or the graph is retained.
 #include "autograd/node.h"
 #include "tests/test_util.h"
 
@@ -29,6 +29,27 @@ std::vector<Tensor> weights() {
   std::vector<Tensor> w;
   for (int i = 0; i < 4; ++i) w.push_back(randn({Stack::B, Stack::H, Stack::T, Stack::d}, kFloat64));
   return w;
+}
+
+// The mechanism itself: a piece's home is its place in the split's buffer, a view passes it on
+// seen through the view, one claim per piece, and none for a tensor split did not make.
+TEST(GradientHome, APieceIsClaimedOnceAtItsPlace) {
+  const Tensor x = randn({2, 3, 8}, kFloat64).requires_grad_();
+  const std::vector<Tensor> parts = split(x, {3, 5}, -1);
+  const Tensor seen = permute(view(parts[1], {2, 3, 5, 1}), {0, 2, 1, 3});
+  const Tensor memory = autograd::claim(autograd::gradient_home(seen));
+  ASSERT_TRUE(memory.defined());
+  EXPECT_EQ(memory.shape(), seen.shape());
+  EXPECT_EQ(memory.strides(), seen.strides());  // the buffer has x's layout, as parts[1] does
+  EXPECT_FALSE(autograd::claim(autograd::gradient_home(parts[1])).defined());  // claimed through the view
+  const Tensor other = autograd::claim(autograd::gradient_home(parts[0]));
+  ASSERT_TRUE(other.defined());
+  EXPECT_EQ(other.storage().get(), memory.storage().get());  // one buffer for the whole gradient
+  EXPECT_EQ(memory.offset() - other.offset(), 3);            // parts[1] starts 3 columns after parts[0]
+  EXPECT_TRUE(autograd::gradient_home(x) == nullptr);
+  EXPECT_TRUE(autograd::gradient_home(parts[0] * 2.0) == nullptr);  // not a view
+  NoGradGuard no_grad;
+  EXPECT_TRUE(autograd::gradient_home(split(detach(x), 4, -1)[0]) == nullptr);  // nothing recorded
 }
 
 TEST(GradientHome, SplitPiecesGetTheGradientsOfSeparateTensors) {
