@@ -103,19 +103,20 @@ struct TileOps<D, float> {
     }
   }
 
-  // The forward's F 16-row blocks of a warp (kForwardFragments): float32 tiles keep one, read from
-  // the shared tile at every product.
-  template <int F>
+  // A warp's F 16-row blocks (kForwardFragments, kDqFragments): float32 tiles keep one, read from
+  // the shared tile at every product (kHold is bfloat16's choice; float32 never holds).
+  template <int F, bool kHold = false>
   struct Rows {
     const float* tile;
     int row0;
   };
-  template <int F>
-  __device__ __forceinline__ static Rows<F> row_fragments(const float* tile, int row0) {
+  template <int F, bool kHold = false>
+  __device__ __forceinline__ static Rows<F, kHold> row_fragments(const float* tile, int row0) {
     return {tile, row0};
   }
-  template <int F>
-  __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F>& rows, const float* cols) {
+  template <int F, bool kHold>
+  __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F, kHold>& rows,
+                                                     const float* cols) {
     const FragmentLane l = fragment_lane();
 #pragma unroll
     for (int f = 0; f < F; ++f) score_tile(acc[f], rows.tile, rows.row0 + 16 * f, cols, l.g, l.t);
@@ -152,15 +153,16 @@ struct TileOps<D, bfloat16> {
                            reinterpret_cast<const float(&)[1][8][4]>(s), m);
   }
 
-  // F 16-row blocks of a warp (the forward's kForwardFragments). Each B fragment the products
+  // F 16-row blocks of a warp (kForwardFragments, kDqFragments). Each B fragment the products
   // below load serves all F blocks: F times the products per shared-memory load (ncu put the shared
-  // loads of one 16-row block per warp at 64 - 79% of the memory pipes). With two blocks the A
-  // fragments of every k-step stay in registers for the whole key loop (kHeld); with one (the
-  // backward, and the forward at head dims 32 and 128) they are read at each k-step: held, they
-  // took 56 (32) and 104 (128) registers more, and blocks per SM with them.
-  template <int F>
+  // loads of one 16-row block per warp at 64 - 79% of the memory pipes). kHold keeps the A
+  // fragments of every k-step in registers for the whole loop over the streamed tiles (the
+  // forward's two blocks); otherwise they are read at each k-step (one block, and dq, whose two
+  // operands held would take 64 registers beside its three 32-row accumulators): held at head dims
+  // 32 and 128 with one block, they took 56 and 104 registers more, and blocks per SM with them.
+  template <int F, bool kHold = (F > 1)>
   struct Rows {
-    static constexpr bool kHeld = F > 1;
+    static constexpr bool kHeld = kHold;
     uint32_t a[kHeld ? F : 1][kHeld ? D / 16 : 1][4];
     const bfloat16* tile;
     int row0;
@@ -179,23 +181,23 @@ struct TileOps<D, bfloat16> {
       load_matrices(out, tile + (row0 + 16 * f + lane % 16) * kPitch + 16 * kk + 8 * (lane / 16));
     }
   };
-  template <int F>
-  __device__ __forceinline__ static Rows<F> row_fragments(const bfloat16* tile, int row0) {
-    Rows<F> rows;
+  template <int F, bool kHold = (F > 1)>
+  __device__ __forceinline__ static Rows<F, kHold> row_fragments(const bfloat16* tile, int row0) {
+    Rows<F, kHold> rows;
     rows.tile = tile;
     rows.row0 = row0;
-    if constexpr (Rows<F>::kHeld)
+    if constexpr (kHold)
 #pragma unroll
       for (int f = 0; f < F; ++f)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) Rows<F>::load(rows.a[f][kk], tile, row0, f, kk);
+        for (int kk = 0; kk < D / 16; ++kk) Rows<F, kHold>::load(rows.a[f][kk], tile, row0, f, kk);
     return rows;
   }
 
   // acc[f] (16 x 64, C layout) = block f of `rows` times the 64 rows of `cols`, transposed (a score
   // tile, contracted over the head dim).
-  template <int F>
-  __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F>& rows,
+  template <int F, bool kHold>
+  __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F, kHold>& rows,
                                                      const bfloat16* cols) {
     const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
@@ -227,29 +229,64 @@ struct TileOps<D, bfloat16> {
   template <int F>
   __device__ __forceinline__ static void accumulate_products(float (&out)[F][D / 8][4], const float (&s)[F][8][4],
                                                              const bfloat16* m) {
-    const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {  // 16 keys a step: score blocks 2j and 2j + 1, as A fragments
       uint32_t a[F][4];
 #pragma unroll
+      for (int f = 0; f < F; ++f) pack_step(a[f], s[f], j);
+      accumulate_step<F>(out, a, m, j);
+    }
+  }
+
+  // The same from score tiles already rounded to A fragments (pack_scores): the dk/dv kernel's
+  // two-block warps keep p^T and ds^T that way, in half the registers.
+  template <int F>
+  __device__ __forceinline__ static void accumulate_packed(float (&out)[F][D / 8][4], const uint32_t (&a)[F][4][4],
+                                                           const bfloat16* m) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t step[F][4];
+#pragma unroll
+      for (int f = 0; f < F; ++f)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) step[f][i] = a[f][j][i];
+      accumulate_step<F>(out, step, m, j);
+    }
+  }
+
+  // A score tile (16 x 64, C layout) as the A fragments of the four 16-column steps of a product
+  // contracted over its columns: register i of step j holds columns 8 (2j + i / 2) + 2t, + 1 of
+  // row g + 8 (i % 2), rounded to a bfloat16 pair.
+  __device__ __forceinline__ static void pack_step(uint32_t (&a)[4], const float (&s)[8][4], int j) {
+    a[0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
+    a[1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
+    a[2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
+    a[3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
+  }
+  template <int F>
+  __device__ __forceinline__ static void pack_scores(uint32_t (&a)[F][4][4], const float (&s)[F][8][4]) {
+#pragma unroll
+    for (int f = 0; f < F; ++f)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pack_step(a[f][j], s[f], j);
+  }
+
+  // out[f] += a[f] (the A fragments of step j) times the step's 16 rows of m.
+  template <int F>
+  __device__ __forceinline__ static void accumulate_step(float (&out)[F][D / 8][4], const uint32_t (&a)[F][4],
+                                                         const bfloat16* m, int j) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    // B of column blocks dn and dn + 1: the step's 16 rows of m at columns 8 dn and 8 dn + 8,
+    // transposed.
+    const bfloat16* row = m + (16 * j + lane % 16) * kPitch + 8 * (lane / 16);
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn += 2) {
+      uint32_t b[4];
+      load_matrices<true>(b, row + 8 * dn);
+#pragma unroll
       for (int f = 0; f < F; ++f) {
-        a[f][0] = pack_bf16(s[f][2 * j][0], s[f][2 * j][1]);
-        a[f][1] = pack_bf16(s[f][2 * j][2], s[f][2 * j][3]);
-        a[f][2] = pack_bf16(s[f][2 * j + 1][0], s[f][2 * j + 1][1]);
-        a[f][3] = pack_bf16(s[f][2 * j + 1][2], s[f][2 * j + 1][3]);
-      }
-      // B of column blocks dn and dn + 1: the step's 16 rows of m at columns 8 dn and 8 dn + 8,
-      // transposed.
-      const bfloat16* row = m + (16 * j + lane % 16) * kPitch + 8 * (lane / 16);
-#pragma unroll
-      for (int dn = 0; dn < D / 8; dn += 2) {
-        uint32_t b[4];
-        load_matrices<true>(b, row + 8 * dn);
-#pragma unroll
-        for (int f = 0; f < F; ++f) {
-          mma_bf16(out[f][dn], a[f], b[0], b[1]);
-          mma_bf16(out[f][dn + 1], a[f], b[2], b[3]);
-        }
+        mma_bf16(out[f][dn], a[f], b[0], b[1]);
+        mma_bf16(out[f][dn + 1], a[f], b[2], b[3]);
       }
     }
   }
@@ -552,36 +589,37 @@ __global__ void __launch_bounds__(kThreads)
 template <int D>
 constexpr int kBackwardBlocks = D <= 64 ? 3 : 1;
 
-// A backward block's shared memory: the two tiles of the rows it owns (keys and values for dk and
-// dv, queries and dout for dq), kStreamBuffers<E> pairs of the tiles it streams over, then, for
-// dk/dv, the streamed query rows' statistics (lse in log2 units, then delta: 2 kCols floats a
-// buffer).
-template <int D, class E>
+// A backward block's shared memory: the two tiles of the kOwnRows rows it owns (keys and values
+// for dk and dv, queries and dout for dq), kStreamBuffers<E> pairs of the kCols-row tiles it
+// streams over, then, for dk/dv, the streamed query rows' statistics (lse in log2 units, then
+// delta: 2 kCols floats a buffer).
+template <int D, class E, int kOwnRows = kRows>
 struct BackwardSmem {
   using Smem = typename TileOps<D, E>::Smem;
-  static constexpr size_t kTile = size_t{kCols} * TileOps<D, E>::kPitch;  // elements of a tile
-  static_assert(kRows == kCols, "owned and streamed tiles of the same size");
-  static constexpr size_t kTileBytes = (2 + 2 * kStreamBuffers<E>) * kTile * sizeof(Smem);
+  static constexpr size_t kTile = size_t{kCols} * TileOps<D, E>::kPitch;        // elements of a streamed tile
+  static constexpr size_t kOwnTile = size_t{kOwnRows} * TileOps<D, E>::kPitch;  // and of an owned one
+  static constexpr size_t kTileBytes = (2 * kOwnTile + 2 * kStreamBuffers<E> * kTile) * sizeof(Smem);
   static constexpr size_t bytes(bool with_stats) {
     return kTileBytes + (with_stats ? sizeof(float) * 2 * kCols * kStreamBuffers<E> : 0);
   }
   Smem *own_a, *own_b, *streamed;
   float* stats;
 };
-template <int D, class E>
-__device__ __forceinline__ BackwardSmem<D, E> backward_smem() {
+template <int D, class E, int kOwnRows = kRows>
+__device__ __forceinline__ BackwardSmem<D, E, kOwnRows> backward_smem() {
   extern __shared__ __align__(16) unsigned char smem[];
-  using Layout = BackwardSmem<D, E>;
+  using Layout = BackwardSmem<D, E, kOwnRows>;
   auto* tiles = reinterpret_cast<typename Layout::Smem*>(smem);
-  return {tiles, tiles + Layout::kTile, tiles + 2 * Layout::kTile, reinterpret_cast<float*>(smem + Layout::kTileBytes)};
+  return {tiles, tiles + Layout::kOwnTile, tiles + 2 * Layout::kOwnTile,
+          reinterpret_cast<float*>(smem + Layout::kTileBytes)};
 }
 
 // Calls f(h, q0, sQ, sdO, stats) for each query tile (q0) of each query head h of the group of K/V
 // head kvh that sees some key of a dk/dv block's tile (rows), in order, with the tiles and their
 // statistics (lse in log2 units at stats[0, kCols), delta at stats[kCols, 2 kCols)) in shared
 // memory. Each thread moves one statistic: lse of row threadIdx.x (threads below kCols) or delta.
-template <int D, class E, class F>
-__device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E>& smem, const BackwardTensors<E>& a,
+template <int D, class E, int kOwnRows, class F>
+__device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E, kOwnRows>& smem, const BackwardTensors<E>& a,
                                                    int64_t b, int64_t kvh, const RowSpan& rows,
                                                    const AttentionShape& s, F&& f) {
   static_assert(kThreads == 2 * kCols, "a statistic a thread");
@@ -642,100 +680,164 @@ __device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E>& sme
   }
 }
 
-// One block per (batch, K/V head, 64 keys): dk and dv of those keys, over every query tile (and
-// query head of the group) that sees them. Warps own key rows; score tiles are transposed (keys x
-// queries).
+// 16-row blocks of key rows a dk/dv warp owns: two for bfloat16 at head dim 64 (a block's tile of
+// 128 keys), so that every q or dout fragment loaded from shared memory serves two products in
+// three of the four products (s^T, dv and dk; the fourth, dp^T, runs one block at a time, its
+// result folded into ds at once, so that dk, dv (64 floats each), p (64) and one dp^T (32) are
+// all that is live); up to 255 registers, 2 blocks per SM. One 16-row block keeps kBackwardBlocks.
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
+constexpr int kDkdvFragments = kForwardFragments<D, E>;
+template <int D, class E>
+constexpr int kDkdvRows = kRows * kDkdvFragments<D, E>;
+template <int D, class E>
+constexpr int kDkdvBlocks = kDkdvFragments<D, E> > 1 ? 2 : kBackwardBlocks<D>;
+
+// One block per (batch, K/V head, kDkdvRows keys): dk and dv of those keys, over every query tile
+// (and query head of the group) that sees them. Warps own key rows; score tiles are transposed
+// (keys x queries).
+template <int D, class E>
+__global__ void __launch_bounds__(kThreads, kDkdvBlocks<D, E>)
     dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
-  constexpr int N = D / 8;
   using Smem = typename Ops::Smem;
-  const BackwardSmem<D, E> smem = backward_smem<D, E>();
+  constexpr int N = D / 8, F = kDkdvFragments<D, E>, kBlockKeys = kDkdvRows<D, E>;
+  const BackwardSmem<D, E, kBlockKeys> smem = backward_smem<D, E, kBlockKeys>();
   const Smem *sK = smem.own_a, *sV = smem.own_b;
 
-  const KeyTile kt = key_tile<kRows>(s);
-  const auto [warp, g, t, row] = this_lane();
-  load_head_tile<kRows, D, E>(smem.own_a, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
-  load_head_tile<kRows, D, E>(smem.own_b, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  const KeyTile kt = key_tile<kBlockKeys>(s);
+  const Lane lane = this_lane();
+  const int g = lane.g, t = lane.t, row0 = 16 * F * lane.warp;  // block f at row0 + 16 f
+  load_head_tile<kBlockKeys, D, E>(smem.own_a, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kBlockKeys, D, E>(smem.own_b, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  // The owned tiles are read after stream_query_tiles' first barrier.
+  const auto k_rows = Ops::template row_fragments<F, false>(sK, row0);
 
-  float dk[N][4] = {}, dv[N][4] = {};
-  const RowSpan rows = row_span<kRows>(kt.k0, s);
+  float dk[F][N][4] = {}, dv[F][N][4] = {};
+  const RowSpan rows = row_span<kBlockKeys>(kt.k0, s);
   stream_query_tiles<D, E>(smem, a, kt.b, kt.kvh, rows, s, [&](int64_t, int64_t q0, const Smem* sQ, const Smem* sdO,
                                                                 const float* stats) {
     const float *sLse = stats, *sDelta = stats + kCols;
     // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
-    float p[8][4];
-    Ops::score_tile(p, sK, 16 * warp, sQ, g, t);
-    const auto probability = [&](int n, int e, bool seen) {
-      const int col = score_col(n, e, t);
-      p[n][e] = seen ? exp2_approx(p[n][e] * scale_log2 - sLse[col]) : 0.f;
-    };
-    if (tile_fully_visible(q0, kCols, kt.k0, kRows, s)) {  // two copies, as in for_each_query_score
+    float p[F][8][4];
+    Ops::template score_tiles<F>(p, k_rows, sQ);
+    const bool whole = tile_fully_visible(q0, kCols, kt.k0, kBlockKeys, s);
+#pragma unroll
+    for (int f = 0; f < F; ++f)
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) probability(n, e, true);
+        for (int e = 0; e < 4; ++e) {
+          const int col = score_col(n, e, t);
+          // Off the diagonal (nearly every tile) no mask is tested. (Two copies of the loop, as in
+          // for_each_query_score, spilled more here.)
+          const bool seen = whole || visible(q0 + col, kt.k0 + row0 + 16 * f + g + 8 * (e / 2), s);
+          p[f][n][e] = seen ? exp2_approx(p[f][n][e] * scale_log2 - sLse[col]) : 0.f;
+        }
+    if constexpr (F == 1) {
+      Ops::template accumulate_products<F>(dv, p, sdO);
+      // ds^T = p^T (v.do - D), in place of p; dk += ds^T q.
+      float dp[8][4];
+      Ops::score_tile(dp, sV, row0, sdO, g, t);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) p[0][n][e] *= dp[n][e] - sDelta[score_col(n, e, t)];
+      Ops::template accumulate_products<F>(dk, p, sQ);
     } else {
+      // bfloat16, two blocks: p^T rounded to A fragments at once (half the registers), ds^T formed
+      // from them one block at a time in their place. p^T is thus rounded to bfloat16 once more
+      // than with one block (where ds^T took p^T in float32): ds^T carries two bfloat16 roundings,
+      // like the products' other operands.
+      uint32_t pa[F][4][4];
+      Ops::template pack_scores<F>(pa, p);
+      Ops::template accumulate_packed<F>(dv, pa, sdO);
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int f = 0; f < F; ++f) {
+        float dp[8][4];
+        Ops::score_tile(dp, sV, row0 + 16 * f, sdO, g, t);
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          probability(n, e, visible(q0 + score_col(n, e, t), kt.k0 + row + 8 * (e / 2), s));
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {  // pack_step's numbering: block n = 2j + i / 2, elements e, e + 1
+            const int n = 2 * j + i / 2, e = 2 * (i % 2);
+            const float lo = bf16_low(pa[f][j][i]) * (dp[n][e] - sDelta[score_col(n, e, t)]);
+            const float hi = bf16_high(pa[f][j][i]) * (dp[n][e + 1] - sDelta[score_col(n, e + 1, t)]);
+            pa[f][j][i] = pack_bf16(lo, hi);
+          }
+      }
+      Ops::template accumulate_packed<F>(dk, pa, sQ);
     }
-    Ops::accumulate_product(dv, p, sdO, g, t);
-    // ds^T = p^T (v.do - D); dk += ds^T q.
-    float ds[8][4];
-    Ops::score_tile(ds, sV, 16 * warp, sdO, g, t);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - sDelta[score_col(n, e, t)]);
-    Ops::accumulate_product(dk, ds, sQ, g, t);
   });
   const float scale = scale_log2 / kLog2e;
-  store_rows<D>(a.dk + head_offset(a.dks, kt.b, kt.kvh, 0), a.dks.t, kt.k0 + 16 * warp, s.tk, s.dh, dk, scale, g, t);
-  store_rows<D>(a.dv + head_offset(a.dvs, kt.b, kt.kvh, 0), a.dvs.t, kt.k0 + 16 * warp, s.tk, s.dh, dv, 1.f, g, t);
+#pragma unroll
+  for (int f = 0; f < F; ++f) {
+    const int64_t key0 = kt.k0 + row0 + 16 * f;
+    store_rows<D>(a.dk + head_offset(a.dks, kt.b, kt.kvh, 0), a.dks.t, key0, s.tk, s.dh, dk[f], scale, g, t);
+    store_rows<D>(a.dv + head_offset(a.dvs, kt.b, kt.kvh, 0), a.dvs.t, key0, s.tk, s.dh, dv[f], 1.f, g, t);
+  }
 }
 
-// One block per (batch, head, 64 query rows): dq of those rows, streaming over the key tiles they
-// see as the forward did.
+// 16-row blocks of query rows a dq warp owns: as in the forward, two for bfloat16 at head dim 64
+// (a block's tile of 128 rows), so that every K or V fragment loaded from shared memory serves two
+// products. Its q and dout fragments are read at each product (Rows<F, false>): held, they would
+// take 64 registers beside the three accumulators (p, ds and dq: 64 floats each). Such a block
+// needs up to 255 registers, 2 blocks per SM; one 16-row block keeps kBackwardBlocks.
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
+constexpr int kDqFragments = kForwardFragments<D, E>;
+template <int D, class E>
+constexpr int kDqRows = kRows * kDqFragments<D, E>;
+template <int D, class E>
+constexpr int kDqBlocks = kDqFragments<D, E> > 1 ? 2 : kBackwardBlocks<D>;
+
+// One block per (batch, head, kDqRows query rows): dq of those rows, streaming over the key tiles
+// they see as the forward did.
+template <int D, class E>
+__global__ void __launch_bounds__(kThreads, kDqBlocks<D, E>)
     dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
-  constexpr int N = D / 8;
-  const BackwardSmem<D, E> smem = backward_smem<D, E>();
-  typename Ops::Smem *sQ = smem.own_a, *sdO = smem.own_b;
-
-  const QueryTile tile = query_tile<kRows>(s);
-  const int64_t kvh = tile.h / (s.heads / s.kv_heads);
-  const auto [warp, g, t, row] = this_lane();
-  load_head_tile<kRows, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
-  load_head_tile<kRows, D, E>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
-  float lse[2], delta[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const RowStats<float> r = row_stats(a, s, tile.b, tile.h, tile.q0 + row + 8 * half);
-    lse[half] = r.lse * kLog2e;
-    delta[half] = r.delta;
-  }
-
-  float dq[N][4] = {};
-  const KeySpan span = key_span<kRows, kCols>(tile.q0, s);
   using Smem = typename Ops::Smem;
+  constexpr int N = D / 8, F = kDqFragments<D, E>, kBlockRows = kDqRows<D, E>;
+  const BackwardSmem<D, E, kBlockRows> smem = backward_smem<D, E, kBlockRows>();
+  Smem *sQ = smem.own_a, *sdO = smem.own_b;
+
+  const QueryTile tile = query_tile<kBlockRows>(s);
+  const int64_t kvh = tile.h / (s.heads / s.kv_heads);
+  const Lane lane = this_lane();
+  const int g = lane.g, t = lane.t, row0 = 16 * F * lane.warp;  // block f at row0 + 16 f, as in the forward
+  load_head_tile<kBlockRows, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  load_head_tile<kBlockRows, D, E>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  float lse[F][2], delta[F][2];
+#pragma unroll
+  for (int f = 0; f < F; ++f)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const RowStats<float> r = row_stats(a, s, tile.b, tile.h, tile.q0 + row0 + 16 * f + g + 8 * half);
+      lse[f][half] = r.lse * kLog2e;
+      delta[f][half] = r.delta;
+    }
+  // The owned tiles are read after stream_key_tiles' first barrier.
+  const auto q_rows = Ops::template row_fragments<F, false>(sQ, row0);
+  const auto do_rows = Ops::template row_fragments<F, false>(sdO, row0);
+
+  float dq[F][N][4] = {};
+  const KeySpan span = key_span<kBlockRows, kCols>(tile.q0, s);
   stream_key_tiles<D, E>(smem.streamed, a, tile.b, kvh, span, s, [&](int64_t k0, const Smem* sK, const Smem* sV) {
-    float p[8][4], ds[8][4];
-    Ops::score_tile(p, sQ, 16 * warp, sK, g, t);
-    Ops::score_tile(ds, sdO, 16 * warp, sV, g, t);
-    for_each_query_score(tile.q0, row, k0, t, s, [&](int n, int e, int half, bool seen) {
-      const float pe = seen ? exp2_approx(p[n][e] * scale_log2 - lse[half]) : 0.f;
-      ds[n][e] = pe * (ds[n][e] - delta[half]);
-    });
-    Ops::accumulate_product(dq, ds, sK, g, t);
+    // ds = p (do.v - D), with p = exp(scale q.k - lse) recomputed; dq += ds k.
+    float p[F][8][4], ds[F][8][4];
+    Ops::template score_tiles<F>(p, q_rows, sK);
+    Ops::template score_tiles<F>(ds, do_rows, sV);
+#pragma unroll
+    for (int f = 0; f < F; ++f)
+      for_each_query_score<kBlockRows>(tile.q0, row0 + 16 * f + g, k0, t, s, [&](int n, int e, int half, bool seen) {
+        const float pe = seen ? exp2_approx(p[f][n][e] * scale_log2 - lse[f][half]) : 0.f;
+        ds[f][n][e] = pe * (ds[f][n][e] - delta[f][half]);
+      });
+    Ops::template accumulate_products<F>(dq, ds, sK);
   });
-  store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + 16 * warp, s.tq, s.dh, dq,
-                scale_log2 / kLog2e, g, t);
+#pragma unroll
+  for (int f = 0; f < F; ++f)
+    store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + row0 + 16 * f, s.tq, s.dh, dq[f],
+                  scale_log2 / kLog2e, g, t);
 }
 
 template <class E>
@@ -751,10 +853,11 @@ void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, c
 template <class E>
 void backward(const BackwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t dkdv_bytes = BackwardSmem<D, E>::bytes(true), dq_bytes = BackwardSmem<D, E>::bytes(false);
-    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kRows), kThreads, dkdv_bytes, stream,
+    const size_t dkdv_bytes = BackwardSmem<D, E, kDkdvRows<D, E>>::bytes(true);
+    const size_t dq_bytes = BackwardSmem<D, E, kDqRows<D, E>>::bytes(false);
+    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kDkdvRows<D, E>), kThreads, dkdv_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
-    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kRows), kThreads, dq_bytes, stream,
+    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kDqRows<D, E>), kThreads, dq_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
   });
 }

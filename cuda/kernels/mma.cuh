@@ -81,6 +81,10 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 #endif
 }
 
+// The two bfloat16 of a fragment register (pack_bf16), widened exactly to float.
+__device__ __forceinline__ float bf16_low(uint32_t pair) { return __uint_as_float(pair << 16); }
+__device__ __forceinline__ float bf16_high(uint32_t pair) { return __uint_as_float(pair & 0xffff0000u); }
+
 // Four 8 x 8 matrices of bfloat16 from shared memory, one register each: lanes 8i .. 8i + 7 give
 // the addresses of matrix i's 8 rows (8 contiguous bfloat16 each, 16-byte aligned). Plain, lane
 // 4 g + t receives the pair at (row g, columns 2t, 2t + 1) of each matrix: an A or a B fragment
