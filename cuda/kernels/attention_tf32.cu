@@ -194,11 +194,12 @@ struct TileOps<D, bfloat16> {
     return rows;
   }
 
-  // acc[f] (16 x 64, C layout) = block f of `rows` times the 64 rows of `cols`, transposed (a score
-  // tile, contracted over the head dim).
-  template <int F, bool kHold>
-  __device__ __forceinline__ static void score_tiles(float (&acc)[F][8][4], const Rows<F, kHold>& rows,
+  // acc[f] (16 x 8 kN, C layout) = block f of `rows` times the first 8 kN rows of `cols`,
+  // transposed (a score tile, 64 columns with kN = 8, contracted over the head dim).
+  template <int F, bool kHold, int kN>
+  __device__ __forceinline__ static void score_tiles(float (&acc)[F][kN][4], const Rows<F, kHold>& rows,
                                                      const bfloat16* cols) {
+    static_assert(kN % 2 == 0, "column blocks in pairs");
     const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -206,7 +207,7 @@ struct TileOps<D, bfloat16> {
 #pragma unroll
       for (int f = 0; f < F; ++f) rows.fragment(a[f], f, kk);
 #pragma unroll
-      for (int n = 0; n < 8; n += 2) {
+      for (int n = 0; n < kN; n += 2) {
         // B of column blocks n and n + 1: their 8 rows of `cols`, at columns 0-7 and 8-15.
         uint32_t b[4];
         load_matrices(b, cols + (8 * n + lane % 8 + 8 * (lane / 16)) * kPitch + 16 * kk + 8 * (lane / 8 % 2));
@@ -238,7 +239,7 @@ struct TileOps<D, bfloat16> {
     }
   }
 
-  // The same from score tiles already rounded to A fragments (pack_scores): the dk/dv kernel's
+  // The same from score tiles already rounded to A fragments (pack_step): the dk/dv kernel's
   // two-block warps keep p^T and ds^T that way, in half the registers.
   template <int F>
   __device__ __forceinline__ static void accumulate_packed(float (&out)[F][D / 8][4], const uint32_t (&a)[F][4][4],
@@ -257,20 +258,13 @@ struct TileOps<D, bfloat16> {
   // A score tile (16 x 64, C layout) as the A fragments of the four 16-column steps of a product
   // contracted over its columns: register i of step j holds columns 8 (2j + i / 2) + 2t, + 1 of
   // row g + 8 (i % 2), rounded to a bfloat16 pair.
-  __device__ __forceinline__ static void pack_step(uint32_t (&a)[4], const float (&s)[8][4], int j) {
+  template <int kN>
+  __device__ __forceinline__ static void pack_step(uint32_t (&a)[4], const float (&s)[kN][4], int j) {
     a[0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
     a[1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
     a[2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
     a[3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
   }
-  template <int F>
-  __device__ __forceinline__ static void pack_scores(uint32_t (&a)[F][4][4], const float (&s)[F][8][4]) {
-#pragma unroll
-    for (int f = 0; f < F; ++f)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) pack_step(a[f][j], s[f], j);
-  }
-
   // out[f] += a[f] (the A fragments of step j) times the step's 16 rows of m.
   template <int F>
   __device__ __forceinline__ static void accumulate_step(float (&out)[F][D / 8][4], const uint32_t (&a)[F][4],
@@ -718,22 +712,22 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D, E>)
                                                                 const float* stats) {
     const float *sLse = stats, *sDelta = stats + kCols;
     // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
-    float p[F][8][4];
-    Ops::template score_tiles<F>(p, k_rows, sQ);
     const bool whole = tile_fully_visible(q0, kCols, kt.k0, kBlockKeys, s);
+    // p^T at column block n (of the tile's 8) from its score; off the diagonal (nearly every tile)
+    // no mask is tested.
+    const auto probabilities = [&](float (&sc)[4], int f, int n) {
 #pragma unroll
-    for (int f = 0; f < F; ++f)
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = score_col(n, e, t);
-          // Off the diagonal (nearly every tile) no mask is tested. (Two copies of the loop, as in
-          // for_each_query_score, spilled more here.)
-          const bool seen = whole || visible(q0 + col, kt.k0 + row0 + 16 * f + g + 8 * (e / 2), s);
-          p[f][n][e] = seen ? exp2_approx(p[f][n][e] * scale_log2 - sLse[col]) : 0.f;
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int col = score_col(n, e, t);
+        const bool seen = whole || visible(q0 + col, kt.k0 + row0 + 16 * f + g + 8 * (e / 2), s);
+        sc[e] = seen ? exp2_approx(sc[e] * scale_log2 - sLse[col]) : 0.f;
+      }
+    };
     if constexpr (F == 1) {
+      float p[F][8][4];
+      Ops::template score_tiles<F>(p, k_rows, sQ);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) probabilities(p[0][n], 0, n);
       Ops::template accumulate_products<F>(dv, p, sdO);
       // ds^T = p^T (v.do - D), in place of p; dk += ds^T q.
       float dp[8][4];
@@ -744,12 +738,24 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D, E>)
         for (int e = 0; e < 4; ++e) p[0][n][e] *= dp[n][e] - sDelta[score_col(n, e, t)];
       Ops::template accumulate_products<F>(dk, p, sQ);
     } else {
-      // bfloat16, two blocks: p^T rounded to A fragments at once (half the registers), ds^T formed
-      // from them one block at a time in their place. p^T is thus rounded to bfloat16 once more
+      // bfloat16, two blocks: p^T is computed 32 columns at a time and rounded to A fragments at
+      // once (at most 32 float32 scores live beside dk and dv), and ds^T is formed from those
+      // fragments one block at a time in their place. p^T is thus rounded to bfloat16 once more
       // than with one block (where ds^T took p^T in float32): ds^T carries two bfloat16 roundings,
       // like the products' other operands.
       uint32_t pa[F][4][4];
-      Ops::template pack_scores<F>(pa, p);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float p[F][4][4];
+        Ops::template score_tiles<F>(p, k_rows, sQ + 32 * half * Ops::kPitch);
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+#pragma unroll
+          for (int n = 0; n < 4; ++n) probabilities(p[f][n], f, 4 * half + n);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) Ops::pack_step(pa[f][2 * half + j], p[f], j);
+        }
+      }
       Ops::template accumulate_packed<F>(dv, pa, sdO);
 #pragma unroll
       for (int f = 0; f < F; ++f) {
