@@ -8,8 +8,9 @@
 //
 // Work split: a block is 4 warps; each warp owns 16 rows of the block's 64-row tile (query rows in
 // the forward and dq kernels, key rows in the dk/dv kernel) and computes their 16 x 64 score tile
-// against the streamed tile as 8 column blocks of 8. The bfloat16 forward at head dim 64 gives
-// each warp two such 16-row blocks (a 128-row tile: kForwardFragments).
+// against the streamed tile as 8 column blocks of 8. At head dim 64 the bfloat16 kernels give
+// each warp two such 16-row blocks (a 128-row tile: kForwardFragments, kDqFragments,
+// kDkdvFragments).
 //
 // Fragments: see mma.cuh.
 // A score tile is produced in C layout and consumed as the A operand of the next product (P V,
@@ -577,9 +578,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Blocks per SM the backward kernels are compiled for: 3 up to head dim 64 caps them at 168
-// registers (left alone, the bfloat16 dk/dv kernel took 171, and 2 blocks); the 128 kernels need
-// more than 200 and keep whatever they take.
+// Blocks per SM the backward kernels with one 16-row block a warp are compiled for: 3 up to head
+// dim 64 caps them at 168 registers (left alone, the bfloat16 dk/dv kernel took 171, and 2
+// blocks); the 128 kernels need more than 200 and keep whatever they take. Two blocks a warp
+// (kDqBlocks, kDkdvBlocks) take up to 255 registers, 2 blocks per SM.
 template <int D>
 constexpr int kBackwardBlocks = D <= 64 ? 3 : 1;
 
@@ -675,10 +677,11 @@ __device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E, kOwn
 }
 
 // 16-row blocks of key rows a dk/dv warp owns: two for bfloat16 at head dim 64 (a block's tile of
-// 128 keys), so that every q or dout fragment loaded from shared memory serves two products in
-// three of the four products (s^T, dv and dk; the fourth, dp^T, runs one block at a time, its
-// result folded into ds at once, so that dk, dv (64 floats each), p (64) and one dp^T (32) are
-// all that is live); up to 255 registers, 2 blocks per SM. One 16-row block keeps kBackwardBlocks.
+// 128 keys), so that in three of the four products (s^T, dv and dk) every q or dout fragment
+// loaded from shared memory serves both blocks. The fourth, dp^T, runs one block at a time, its
+// result folded into ds^T at once. What is live beside dk and dv (64 floats each) is then p^T as
+// bfloat16 fragments (32 registers) and 32 float32 scores: s^T is computed 32 columns at a time
+// (the whole 64 at once spilled 268 bytes a thread; this, 36). Measured in docs/benchmarks.md.
 template <int D, class E>
 constexpr int kDkdvFragments = kForwardFragments<D, E>;
 template <int D, class E>
