@@ -9,8 +9,7 @@
 // Work split: a block is 4 warps; each warp owns 16 rows of the block's 64-row tile (query rows in
 // the forward and dq kernels, key rows in the dk/dv kernel) and computes their 16 x 64 score tile
 // against the streamed tile as 8 column blocks of 8. At head dim 64 the bfloat16 kernels give
-// each warp two such 16-row blocks (a 128-row tile: kForwardFragments, kDqFragments,
-// kDkdvFragments).
+// each warp two such 16-row blocks (a 128-row tile: kForwardFragments, BackwardRows).
 //
 // Fragments: see mma.cuh.
 // A score tile is produced in C layout and consumed as the A operand of the next product (P V,
@@ -104,7 +103,7 @@ struct TileOps<D, float> {
     }
   }
 
-  // A warp's F 16-row blocks (kForwardFragments, kDqFragments): float32 tiles keep one, read from
+  // A warp's F 16-row blocks (kForwardFragments, BackwardRows): float32 tiles keep one, read from
   // the shared tile at every product (kHold is bfloat16's choice; float32 never holds).
   template <int F, bool kHold = false>
   struct Rows {
@@ -154,13 +153,13 @@ struct TileOps<D, bfloat16> {
                            reinterpret_cast<const float(&)[1][8][4]>(s), m);
   }
 
-  // F 16-row blocks of a warp (kForwardFragments, kDqFragments). Each B fragment the products
+  // F 16-row blocks of a warp (kForwardFragments, BackwardRows). Each B fragment the products
   // below load serves all F blocks: F times the products per shared-memory load (ncu put the shared
   // loads of one 16-row block per warp at 64 - 79% of the memory pipes). kHold keeps the A
   // fragments of every k-step in registers for the whole loop over the streamed tiles (the
-  // forward's two blocks); otherwise they are read at each k-step (one block, and dq, whose two
-  // operands held would take 64 registers beside its three 32-row accumulators): held at head dims
-  // 32 and 128 with one block, they took 56 and 104 registers more, and blocks per SM with them.
+  // forward's two blocks); otherwise they are read at each k-step (one block, and the backward's
+  // two: BackwardRows says why): held at head dims 32 and 128 with one block, they took 56 and 104
+  // registers more, and blocks per SM with them.
   template <int F, bool kHold = (F > 1)>
   struct Rows {
     static constexpr bool kHeld = kHold;
@@ -580,10 +579,27 @@ __global__ void __launch_bounds__(kThreads)
 
 // Blocks per SM the backward kernels with one 16-row block a warp are compiled for: 3 up to head
 // dim 64 caps them at 168 registers (left alone, the bfloat16 dk/dv kernel took 171, and 2
-// blocks); the 128 kernels need more than 200 and keep whatever they take. Two blocks a warp
-// (kDqBlocks, kDkdvBlocks) take up to 255 registers, 2 blocks per SM.
+// blocks); the 128 kernels need more than 200 and keep whatever they take.
 template <int D>
 constexpr int kBackwardBlocks = D <= 64 ? 3 : 1;
+
+// The rows a backward warp owns, in 16-row blocks: as in the forward, two for bfloat16 at head dim
+// 64 (a block's tile of 128 query rows in dq, 128 keys in dk/dv), so that every fragment of the
+// streamed tile loaded from shared memory serves two products. The warp's own rows' fragments are
+// read at each product (Rows<F, false>): held, they would take 64 registers beside the two or three
+// accumulators of 64 floats a thread (dq: p, ds, dq; dk/dv: dk, dv, p^T). Such a block takes up to
+// 255 registers, 2 blocks per SM; one 16-row block a warp keeps kBackwardBlocks.
+// In dk/dv, three of the four products (s^T, dv and dk) share their q and dout fragments between
+// the two blocks; the fourth, dp^T, runs one block at a time, its result folded into ds^T at once.
+// What is live beside dk and dv is then p^T as bfloat16 fragments (32 registers) and 32 float32
+// scores: s^T is computed 32 columns at a time (the whole 64 at once spilled 268 bytes a thread;
+// this, 36). Measured in docs/benchmarks.md.
+template <int D, class E>
+struct BackwardRows {
+  static constexpr int kFragments = kForwardFragments<D, E>;  // 16-row blocks a warp
+  static constexpr int kBlock = kRows * kFragments;           // rows a block owns
+  static constexpr int kBlocksPerSm = kFragments > 1 ? 2 : kBackwardBlocks<D>;
+};
 
 // A backward block's shared memory: the two tiles of the kOwnRows rows it owns (keys and values
 // for dk and dv, queries and dout for dq), kStreamBuffers<E> pairs of the kCols-row tiles it
@@ -676,28 +692,15 @@ __device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E, kOwn
   }
 }
 
-// 16-row blocks of key rows a dk/dv warp owns: two for bfloat16 at head dim 64 (a block's tile of
-// 128 keys), so that in three of the four products (s^T, dv and dk) every q or dout fragment
-// loaded from shared memory serves both blocks. The fourth, dp^T, runs one block at a time, its
-// result folded into ds^T at once. What is live beside dk and dv (64 floats each) is then p^T as
-// bfloat16 fragments (32 registers) and 32 float32 scores: s^T is computed 32 columns at a time
-// (the whole 64 at once spilled 268 bytes a thread; this, 36). Measured in docs/benchmarks.md.
-template <int D, class E>
-constexpr int kDkdvFragments = kForwardFragments<D, E>;
-template <int D, class E>
-constexpr int kDkdvRows = kRows * kDkdvFragments<D, E>;
-template <int D, class E>
-constexpr int kDkdvBlocks = kDkdvFragments<D, E> > 1 ? 2 : kBackwardBlocks<D>;
-
-// One block per (batch, K/V head, kDkdvRows keys): dk and dv of those keys, over every query tile
+// One block per (batch, K/V head, BackwardRows::kBlock keys): dk and dv of those keys, over every query tile
 // (and query head of the group) that sees them. Warps own key rows; score tiles are transposed
 // (keys x queries).
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads, kDkdvBlocks<D, E>)
+__global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
     dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
   using Smem = typename Ops::Smem;
-  constexpr int N = D / 8, F = kDkdvFragments<D, E>, kBlockKeys = kDkdvRows<D, E>;
+  constexpr int N = D / 8, F = BackwardRows<D, E>::kFragments, kBlockKeys = BackwardRows<D, E>::kBlock;
   const BackwardSmem<D, E, kBlockKeys> smem = backward_smem<D, E, kBlockKeys>();
   const Smem *sK = smem.own_a, *sV = smem.own_b;
 
@@ -786,26 +789,14 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D, E>)
   }
 }
 
-// 16-row blocks of query rows a dq warp owns: as in the forward, two for bfloat16 at head dim 64
-// (a block's tile of 128 rows), so that every K or V fragment loaded from shared memory serves two
-// products. Its q and dout fragments are read at each product (Rows<F, false>): held, they would
-// take 64 registers beside the three accumulators (p, ds and dq: 64 floats each). Such a block
-// needs up to 255 registers, 2 blocks per SM; one 16-row block keeps kBackwardBlocks.
-template <int D, class E>
-constexpr int kDqFragments = kForwardFragments<D, E>;
-template <int D, class E>
-constexpr int kDqRows = kRows * kDqFragments<D, E>;
-template <int D, class E>
-constexpr int kDqBlocks = kDqFragments<D, E> > 1 ? 2 : kBackwardBlocks<D>;
-
-// One block per (batch, head, kDqRows query rows): dq of those rows, streaming over the key tiles
+// One block per (batch, head, BackwardRows::kBlock query rows): dq of those rows, streaming over the key tiles
 // they see as the forward did.
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads, kDqBlocks<D, E>)
+__global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
     dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
   using Ops = TileOps<D, E>;
   using Smem = typename Ops::Smem;
-  constexpr int N = D / 8, F = kDqFragments<D, E>, kBlockRows = kDqRows<D, E>;
+  constexpr int N = D / 8, F = BackwardRows<D, E>::kFragments, kBlockRows = BackwardRows<D, E>::kBlock;
   const BackwardSmem<D, E, kBlockRows> smem = backward_smem<D, E, kBlockRows>();
   Smem *sQ = smem.own_a, *sdO = smem.own_b;
 
@@ -862,11 +853,11 @@ void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, c
 template <class E>
 void backward(const BackwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t dkdv_bytes = BackwardSmem<D, E, kDkdvRows<D, E>>::bytes(true);
-    const size_t dq_bytes = BackwardSmem<D, E, kDqRows<D, E>>::bytes(false);
-    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kDkdvRows<D, E>), kThreads, dkdv_bytes, stream,
+    const size_t dkdv_bytes = BackwardSmem<D, E, BackwardRows<D, E>::kBlock>::bytes(true);
+    const size_t dq_bytes = BackwardSmem<D, E, BackwardRows<D, E>::kBlock>::bytes(false);
+    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, BackwardRows<D, E>::kBlock), kThreads, dkdv_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
-    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kDqRows<D, E>), kThreads, dq_bytes, stream,
+    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, BackwardRows<D, E>::kBlock), kThreads, dq_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
   });
 }
