@@ -605,7 +605,7 @@ struct BackwardRows {
 // for dk and dv, queries and dout for dq), kStreamBuffers<E> pairs of the kCols-row tiles it
 // streams over, then, for dk/dv, the streamed query rows' statistics (lse in log2 units, then
 // delta: 2 kCols floats a buffer).
-template <int D, class E, int kOwnRows = kRows>
+template <int D, class E, int kOwnRows>
 struct BackwardSmem {
   using Smem = typename TileOps<D, E>::Smem;
   static constexpr size_t kTile = size_t{kCols} * TileOps<D, E>::kPitch;        // elements of a streamed tile
@@ -617,7 +617,7 @@ struct BackwardSmem {
   Smem *own_a, *own_b, *streamed;
   float* stats;
 };
-template <int D, class E, int kOwnRows = kRows>
+template <int D, class E, int kOwnRows>
 __device__ __forceinline__ BackwardSmem<D, E, kOwnRows> backward_smem() {
   extern __shared__ __align__(16) unsigned char smem[];
   using Layout = BackwardSmem<D, E, kOwnRows>;
@@ -631,12 +631,12 @@ __device__ __forceinline__ BackwardSmem<D, E, kOwnRows> backward_smem() {
 // statistics (lse in log2 units at stats[0, kCols), delta at stats[kCols, 2 kCols)) in shared
 // memory. Each thread moves one statistic: lse of row threadIdx.x (threads below kCols) or delta.
 template <int D, class E, int kOwnRows, class F>
-__device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E, kOwnRows>& smem, const BackwardTensors<E>& a,
-                                                   int64_t b, int64_t kvh, const RowSpan& rows,
-                                                   const AttentionShape& s, F&& f) {
+__device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E, kOwnRows>& smem,
+                                                   const BackwardTensors<E>& a, int64_t b, int64_t kvh,
+                                                   const RowSpan& rows, const AttentionShape& s, F&& f) {
   static_assert(kThreads == 2 * kCols, "a statistic a thread");
   using Smem = typename TileOps<D, E>::Smem;
-  constexpr size_t kTile = BackwardSmem<D, E>::kTile;
+  constexpr size_t kTile = BackwardSmem<D, E, kOwnRows>::kTile;
   const int64_t group = s.heads / s.kv_heads, first_q0 = (rows.first / kCols) * kCols, h_end = (kvh + 1) * group;
   if (first_q0 > rows.last) return;  // no copy left in flight at the block's exit
   struct Step {
@@ -692,9 +692,9 @@ __device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E, kOwn
   }
 }
 
-// One block per (batch, K/V head, BackwardRows::kBlock keys): dk and dv of those keys, over every query tile
-// (and query head of the group) that sees them. Warps own key rows; score tiles are transposed
-// (keys x queries).
+// One block per (batch, K/V head, BackwardRows::kBlock keys): dk and dv of those keys, over every
+// query tile (and query head of the group) that sees them. Warps own key rows; score tiles are
+// transposed (keys x queries).
 template <int D, class E>
 __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
     dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
@@ -789,8 +789,8 @@ __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
   }
 }
 
-// One block per (batch, head, BackwardRows::kBlock query rows): dq of those rows, streaming over the key tiles
-// they see as the forward did.
+// One block per (batch, head, BackwardRows::kBlock query rows): dq of those rows, streaming over
+// the key tiles they see as the forward did.
 template <int D, class E>
 __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
     dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
@@ -853,11 +853,12 @@ void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, c
 template <class E>
 void backward(const BackwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    const size_t dkdv_bytes = BackwardSmem<D, E, BackwardRows<D, E>::kBlock>::bytes(true);
-    const size_t dq_bytes = BackwardSmem<D, E, BackwardRows<D, E>::kBlock>::bytes(false);
-    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, BackwardRows<D, E>::kBlock), kThreads, dkdv_bytes, stream,
+    constexpr int kBlockRows = BackwardRows<D, E>::kBlock;  // keys in dk/dv, query rows in dq
+    using Smem = BackwardSmem<D, E, kBlockRows>;
+    const size_t dkdv_bytes = Smem::bytes(true), dq_bytes = Smem::bytes(false);
+    launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kBlockRows), kThreads, dkdv_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
-    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, BackwardRows<D, E>::kBlock), kThreads, dq_bytes, stream,
+    launch_tiled(dq_kernel<D, E>, s.batch * s.heads * ceil_div(s.tq, kBlockRows), kThreads, dq_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
   });
 }
