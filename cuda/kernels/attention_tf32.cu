@@ -719,21 +719,26 @@ __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
     const float *sLse = stats, *sDelta = stats + kCols;
     // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
     const bool whole = tile_fully_visible(q0, kCols, kt.k0, kBlockKeys, s);
-    // p^T at column block n (of the tile's 8) from its score; off the diagonal (nearly every tile)
-    // no mask is tested.
-    const auto probabilities = [&](float (&sc)[4], int f, int n) {
+    // p^T at column block n (of the tile's 8) from its score; `masked` tests each (key, query):
+    // off the diagonal (nearly every tile) no mask is needed.
+    const auto probabilities = [&](float (&sc)[4], int f, int n, bool masked) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = score_col(n, e, t);
-        const bool seen = whole || visible(q0 + col, kt.k0 + row0 + 16 * f + g + 8 * (e / 2), s);
+        const bool seen = !masked || visible(q0 + col, kt.k0 + row0 + 16 * f + g + 8 * (e / 2), s);
         sc[e] = seen ? exp2_approx(sc[e] * scale_log2 - sLse[col]) : 0.f;
       }
     };
     if constexpr (F == 1) {
       float p[F][8][4];
       Ops::template score_tiles<F>(p, k_rows, sQ);
+      if (whole) {  // two copies of the loop, as in for_each_query_score
 #pragma unroll
-      for (int n = 0; n < 8; ++n) probabilities(p[0][n], 0, n);
+        for (int n = 0; n < 8; ++n) probabilities(p[0][n], 0, n, false);
+      } else {
+#pragma unroll
+        for (int n = 0; n < 8; ++n) probabilities(p[0][n], 0, n, true);
+      }
       Ops::template accumulate_products<F>(dv, p, sdO);
       // ds^T = p^T (v.do - D), in place of p; dk += ds^T q.
       float dp[8][4];
@@ -757,7 +762,7 @@ __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
 #pragma unroll
         for (int f = 0; f < F; ++f) {
 #pragma unroll
-          for (int n = 0; n < 4; ++n) probabilities(p[f][n], f, 4 * half + n);
+          for (int n = 0; n < 4; ++n) probabilities(p[f][n], f, 4 * half + n, !whole);  // one copy: fewer spills
 #pragma unroll
           for (int j = 0; j < 2; ++j) Ops::pack_step(pa[f][2 * half + j], p[f], j);
         }
