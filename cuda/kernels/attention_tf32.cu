@@ -142,15 +142,10 @@ struct TileOps<D, bfloat16> {
 
   __device__ __forceinline__ static bfloat16 stored(bfloat16 x) { return x; }
 
-  // One 16-row block of a warp (the backward kernels): the F = 1 case of the products below.
+  // One 16-row score tile of a warp (dk/dv's dp^T): the F = 1 case of score_tiles below.
   __device__ __forceinline__ static void score_tile(float (&acc)[8][4], const bfloat16* rows, int row0,
                                                     const bfloat16* cols, int /*g*/, int /*t*/) {
     score_tiles<1>(reinterpret_cast<float(&)[1][8][4]>(acc), row_fragments<1>(rows, row0), cols);
-  }
-  __device__ __forceinline__ static void accumulate_product(float (&out)[D / 8][4], const float (&s)[8][4],
-                                                            const bfloat16* m, int /*g*/, int /*t*/) {
-    accumulate_products<1>(reinterpret_cast<float(&)[1][D / 8][4]>(out),
-                           reinterpret_cast<const float(&)[1][8][4]>(s), m);
   }
 
   // F 16-row blocks of a warp (kForwardFragments, BackwardRows). Each B fragment the products

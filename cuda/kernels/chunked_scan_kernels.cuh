@@ -181,9 +181,9 @@ struct NarrowPiece {
     const uint32_t pairs[4] = {raw.x, raw.y, raw.z, raw.w};
     float x[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // a bfloat16 is the upper half of its float32; the lower k goes low
-      x[2 * i] = __uint_as_float(pairs[i] << 16);
-      x[2 * i + 1] = __uint_as_float(pairs[i] & 0xffff0000u);
+    for (int i = 0; i < 4; ++i) {  // the lower element of each pair goes low (mma.cuh: bf16_low)
+      x[2 * i] = bf16_low(pairs[i]);
+      x[2 * i + 1] = bf16_high(pairs[i]);
     }
     reinterpret_cast<float4*>(tile + at)[0] = make_float4(x[0], x[1], x[2], x[3]);
     reinterpret_cast<float4*>(tile + at)[1] = make_float4(x[4], x[5], x[6], x[7]);
