@@ -73,16 +73,16 @@ struct SamplingParams {
 // backend_kernels.def), per (batch b, head h); every tensor below is (B, H, width) with a
 // contiguous last dim unless said otherwise. Undefined members are absent terms.
 struct LinearStepInputs {
-  Tensor q, k;                // (B, H, dk): the feature map's inputs (the projections)
-  Tensor v;                   // (B, H, dv)
-  Tensor gk, gv;              // log decays (B, H, dk | 1), (B, H, dv | 1), <= 0
-  Tensor gate_a, gate_c;      // ReGLA's refined gate pre-activations (B, H, w), w = dv or dk
-  Tensor gate_bias_a, gate_bias_c;  // their biases, (H w) contiguous
-  Tensor key_gate, value_gate;      // log-sigmoid gates' pre-activations (B, H, dk), (B, H, dv)
-  Tensor key_gate_bias, value_gate_bias;  // their biases, (H dk), (H dv) contiguous
-  Tensor key_max;             // (B, H, 1, 1) contiguous: the running key max before this token
-  Tensor state;               // (B, H, dv, dk) contiguous: S before this token
-  Tensor norm_weight;         // (dv) contiguous: the output RMSNorm's gain shared by the heads
+  Tensor q{}, k{};            // (B, H, dk): the feature map's inputs (the projections)
+  Tensor v{};                 // (B, H, dv)
+  Tensor gk{}, gv{};          // log decays (B, H, dk | 1), (B, H, dv | 1), <= 0
+  Tensor gate_a{}, gate_c{};  // ReGLA's refined gate pre-activations (B, H, w), w = dv or dk
+  Tensor gate_bias_a{}, gate_bias_c{};  // their biases, (H w) contiguous
+  Tensor key_gate{}, value_gate{};  // log-sigmoid gates' pre-activations (B, H, dk), (B, H, dv)
+  Tensor key_gate_bias{}, value_gate_bias{};  // their biases, (H dk), (H dv) contiguous
+  Tensor key_max{};           // (B, H, 1, 1) contiguous: the running key max before this token
+  Tensor state{};             // (B, H, dv, dk) contiguous: S before this token
+  Tensor norm_weight{};       // (dv) contiguous: the output RMSNorm's gain shared by the heads
 };
 
 // The choices of linear_attention_step: the feature map of q and k (identity, or ReGLA's
@@ -104,11 +104,11 @@ struct LinearStepOptions {
 // second product) and the residual addition after. Undefined members are absent terms.
 enum class RowNorm { None, RMS, Layer };
 struct FusedLinearInputs {
-  Tensor x;                       // (N, in), rows contiguous (any row stride)
-  Tensor weight, bias;            // (out, in) contiguous; (out) contiguous
-  Tensor up_weight, up_bias;      // a gated unit's linear branch, like weight and bias
-  Tensor norm_weight, norm_bias;  // (in) contiguous: the input norm's gain and (LayerNorm) shift
-  Tensor residual;                // (N, out), rows contiguous: added last
+  Tensor x{};                     // (N, in), rows contiguous (any row stride)
+  Tensor weight{}, bias{};        // (out, in) contiguous; (out) contiguous
+  Tensor up_weight{}, up_bias{};  // a gated unit's linear branch, like weight and bias
+  Tensor norm_weight{}, norm_bias{};  // (in) contiguous: the input norm's gain and (LayerNorm) shift
+  Tensor residual{};              // (N, out), rows contiguous: added last
 };
 struct FusedLinearOptions {
   RowNorm norm = RowNorm::None;

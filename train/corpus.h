@@ -24,15 +24,15 @@ struct Corpus {
 };
 
 struct CorpusOptions {
-  std::string data;                 // "" = the default corpus (fortunes); else a text file or a split directory
+  std::string data{};               // "" = the default corpus (fortunes); else a text file or a split directory
   std::string tokenizer = "byte";   // the kind to build from the train split: byte, char, word or bpe
   int64_t vocab_size = 4096;        // bpe's target vocabulary
   // Encode with this tokenizer instead of building one (a resumed run, a pretrained vocabulary).
-  std::shared_ptr<const Tokenizer> given_tokenizer;
-  std::string cache_dir;            // "" = no cache; see default_cache_dir()
+  std::shared_ptr<const Tokenizer> given_tokenizer{};
+  std::string cache_dir{};          // "" = no cache; see default_cache_dir()
   std::string fortunes_dir = kFortunesDir;
   // Where cache and progress messages go; unset = standard error.
-  std::function<void(const std::string&)> log;
+  std::function<void(const std::string&)> log{};
 };
 
 Corpus load_corpus(const CorpusOptions& options);

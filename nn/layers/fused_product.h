@@ -22,9 +22,9 @@ namespace linea::nn {
 
 struct ProductFusion {
   const Norm* input_norm = nullptr;       // the product reads input_norm(x)
-  std::optional<Activation> activation;   // applied to the product (plus its bias)
+  std::optional<Activation> activation{};  // applied to the product (plus its bias)
   const Linear* up = nullptr;             // a gated unit: the activated product times up(input)
-  Tensor residual;                        // added last (undefined: nothing)
+  Tensor residual{};                      // added last (undefined: nothing)
 };
 
 // Whether products on x's dtype run fused now: no grad is recorded and the products are not

@@ -199,9 +199,13 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s, con
     parts.push_back({linear, false});
     return parts.size() - 1;
   };
-  std::optional<RefinedGateProjections> refined = gate_ ? gate_->refined_projections() : std::nullopt;
+  std::optional<RefinedGateProjections> refined;
+  std::optional<LogSigmoidGateProjections> sigmoid;
+  if (gate_) {
+    refined = gate_->refined_projections();
+    sigmoid = gate_->log_sigmoid_projections();
+  }
   if (refined && !(refined->forget && refined->refine)) refined.reset();
-  const std::optional<LogSigmoidGateProjections> sigmoid = gate_ ? gate_->log_sigmoid_projections() : std::nullopt;
   size_t forget_at = 0, refine_at = 0, key_gate_at = 0, value_gate_at = 0;
   if (refined) {
     forget_at = stack(refined->forget);

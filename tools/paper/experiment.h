@@ -41,7 +41,7 @@ struct Experiment {
   std::string name;
   std::string summary;  // one line for `linea paper --help`
   std::function<void(const PaperRun& run, Report& report)> run;
-  std::vector<std::string> rows;  // the ids --rows may name (a table's rows); empty: no --rows
+  std::vector<std::string> rows{};  // the ids --rows may name (a table's rows); empty: no --rows
 };
 
 // The ids of a table's rows (anything with an `id`), in order: an Experiment's `rows`.

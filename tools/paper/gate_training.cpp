@@ -66,7 +66,7 @@ GateRun train_gate_run(const PaperRun& run, GateUnderStudy gate, double bias) {
   o.data = run.data;
   o.tokenizer = "char";
   o.cache_dir = "none";
-  o.model = "R";
+  o.model = std::string("R");  // not = "R": GCC 12 warns (-Wrestrict) on that one, wrongly (its bug 105329)
   o.d_model = run.pick<int64_t>(64, 128);
   o.heads = 2;
   o.steps = run.pick<int64_t>(60, 1500);

@@ -14,7 +14,7 @@ const char* gate_under_study_name(GateUnderStudy gate);  // "sigmoid", "refined"
 struct GateRun {
   GateUnderStudy gate;
   double bias = 0;
-  std::vector<double> before, after;  // every activation in (0, 1) on the same tokens
+  std::vector<double> before{}, after{};  // every activation in (0, 1) on the same tokens
   double valid_loss = 0;
   int64_t steps = 0;
 };

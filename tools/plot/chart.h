@@ -11,7 +11,7 @@ namespace linea::plot {
 
 struct Series {
   std::vector<Point> points;  // data coordinates; points a log axis cannot show break the line
-  Color color;
+  Color color{};
   double line_width = 0;     // pixels; 0: no line
   double marker_radius = 0;  // pixels; 0: no markers
   double alpha = 1;
@@ -21,7 +21,7 @@ struct Series {
 // with an empty label is a gap between groups of rows.
 struct LegendEntry {
   std::string label;
-  Color color;
+  Color color{};
   double line_width = 0;
   double marker_radius = 0;
 };
