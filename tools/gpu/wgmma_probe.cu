@@ -26,68 +26,13 @@
 // 32 bytes (K-major) or 16 rows (N-major); registers as A take mma.m16n8k16's A fragments, and the
 // accumulator is laid out as assumed. The WRONG case shows that the probe can fail. (Candidates with
 // an SBO past 1024 read beyond the 8 KB tile and fault, so they are no longer tried.)
-#include <cstdint>
-#include <cstdio>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <random>
 #include <vector>
-#include <cuda_bf16.h>
 
-#define CHECK(x)                                                                         \
-  do {                                                                                   \
-    cudaError_t e = (x);                                                                 \
-    if (e != cudaSuccess) {                                                              \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));     \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
-
-using bf16 = __nv_bfloat16;
-
-// Byte offset of element (r, c) of a tile of 64-element (128-byte) rows in the 128-byte swizzle:
-// 16-byte chunk c / 8 of row r lands at chunk (c / 8) ^ (r % 8).
-__device__ __host__ inline int swizzled(int r, int c) { return r * 128 + (((c / 8) ^ (r % 8)) * 16) + (c % 8) * 2; }
-
-__device__ inline uint64_t descriptor(const void* smem, int lbo_bytes, int sbo_bytes, int swizzle_mode) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  uint64_t d = 0;
-  d |= uint64_t((a & 0x3FFFF) >> 4);
-  d |= uint64_t((lbo_bytes & 0x3FFFF) >> 4) << 16;
-  d |= uint64_t((sbo_bytes & 0x3FFFF) >> 4) << 32;
-  d |= uint64_t(swizzle_mode) << 62;  // 1: 128-byte swizzle
-  return d;
-}
-
-#define D32(x) "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]), "+f"(x[7]), \
-  "+f"(x[8]), "+f"(x[9]), "+f"(x[10]), "+f"(x[11]), "+f"(x[12]), "+f"(x[13]), "+f"(x[14]), "+f"(x[15]),         \
-  "+f"(x[16]), "+f"(x[17]), "+f"(x[18]), "+f"(x[19]), "+f"(x[20]), "+f"(x[21]), "+f"(x[22]), "+f"(x[23]),       \
-  "+f"(x[24]), "+f"(x[25]), "+f"(x[26]), "+f"(x[27]), "+f"(x[28]), "+f"(x[29]), "+f"(x[30]), "+f"(x[31])
-#define REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-
-// d += A B for one m64n64k16 step, both operands from shared memory; kTransB: B is N-major.
-template <int kTransB>
-__device__ inline void wgmma_ss(float (&d)[32], uint64_t da, uint64_t db) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " REGS32 ", %32, %33, p, 1, 1, 0, %34;\n}\n"
-               : D32(d)
-               : "l"(da), "l"(db), "n"(kTransB));
-}
-// The same with A from registers (four bfloat16 pairs a thread, mma.m16n8k16's A layout).
-template <int kTransB>
-__device__ inline void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " REGS32
-               ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-               : D32(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kTransB));
-}
-__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Ordinary shared-memory stores made visible to the asynchronous proxy that wgmma reads through.
-__device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#include "probe.cuh"
+#include "wgmma.cuh"
 
 __device__ inline uint32_t pair(bf16 lo, bf16 hi) {
   return uint32_t(__bfloat16_as_ushort(lo)) | (uint32_t(__bfloat16_as_ushort(hi)) << 16);
@@ -115,19 +60,19 @@ __global__ void probe(const bf16* a, const bf16* b, float* c, int mode, int lbo,
     const uint64_t db = n_major ? descriptor(sb + k * 16 * 128, lbo, sbo, 1) : descriptor(sb + k * 32, 16, 1024, 1);
     if (mode <= 1) {
       const uint64_t da = descriptor(sa + k * 32, 16, 1024, 1);
-      if (mode == 0) wgmma_ss<0>(d, da, db);
-      else wgmma_ss<1>(d, da, db);
+      if (mode == 0) product_ss<64, 0>(d, da, db, 1);
+      else product_ss<64, 1>(d, da, db, 1);
     } else {
       const int r = 16 * warp + g, c0 = 16 * k + 2 * t;
       const uint32_t fa[4] = {pair(a[r * 64 + c0], a[r * 64 + c0 + 1]), pair(a[(r + 8) * 64 + c0], a[(r + 8) * 64 + c0 + 1]),
                               pair(a[r * 64 + c0 + 8], a[r * 64 + c0 + 9]),
                               pair(a[(r + 8) * 64 + c0 + 8], a[(r + 8) * 64 + c0 + 9])};
-      if (mode == 2) wgmma_rs<0>(d, fa, db);
-      else wgmma_rs<1>(d, fa, db);
+      if (mode == 2) product_rs<0>(d, fa, db);
+      else product_rs<1>(d, fa, db);
     }
   }
   wgmma_commit();
-  wgmma_wait_all();
+  wgmma_wait<0>();
   for (int i = 0; i < 8; ++i)
     for (int e = 0; e < 4; ++e) c[(16 * warp + g + 8 * (e / 2)) * 64 + 8 * i + 2 * t + e % 2] = d[4 * i + e];
 }
