@@ -83,3 +83,45 @@ template <int kPending>
 __device__ inline void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory"); }
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// ---- loading tiles ------------------------------------------------------------------------------
+
+__device__ inline void cp_async16(void* dst, const void* src, int bytes) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+// Waits until at most kPending cp.async groups are in flight, then makes the tiles that arrived
+// visible to wgmma (cp.async writes through the generic proxy, wgmma reads through the async one)
+// and to the whole block.
+template <int kPending>
+__device__ inline void await_tiles() {
+  cp_async_wait<kPending>();
+  fence_async_shared();
+  __syncthreads();
+}
+
+// Rows [row0, row0 + kRows) of a (T, 64) bfloat16 matrix into a swizzled tile, by a block of
+// kThreads threads (a constant, so that the loop unrolls); rows past T read as 0.
+template <int kRows, int kThreads = 128>
+__device__ inline void load_tile(unsigned char* tile, const bf16* matrix, int row0, int T) {
+  for (int chunk = threadIdx.x; chunk < kRows * 8; chunk += kThreads) {
+    const int r = chunk / 8, c = (chunk % 8) * 8;
+    const bool in = row0 + r < T;
+    cp_async16(tile + swizzled(r, c), matrix + (size_t)(in ? row0 + r : 0) * 64 + c, in ? 16 : 0);
+  }
+}
+
+// Two floats as a bfloat16 pair (lo in the low half), as an A fragment register holds them.
+__device__ inline uint32_t pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Dynamic shared memory (past the 48 KB a static array may take), aligned here to the 1024 bytes
+// the swizzle's pattern repeats at.
+__device__ inline unsigned char* aligned_smem() {
+  extern __shared__ unsigned char smem_raw[];
+  return smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+}

@@ -51,29 +51,6 @@ namespace {
 
 constexpr int kD = 64, kRows = 64, kThreads = 128;
 
-__device__ inline void cp_async16(void* dst, const void* src, int bytes) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
-
-// Rows [row0, row0 + kRows) of one head's (T, 64) matrix into a swizzled tile; rows past T read as 0.
-template <int kRows>
-__device__ inline void load_tile(unsigned char* tile, const bf16* head, int row0, int T) {
-  for (int chunk = threadIdx.x; chunk < kRows * 8; chunk += kThreads) {
-    const int r = chunk / 8, c = (chunk % 8) * 8;
-    const bool in = row0 + r < T;
-    cp_async16(tile + swizzled(r, c), head + (size_t)(in ? row0 + r : 0) * kD + c, in ? 16 : 0);
-  }
-}
-
-__device__ inline uint32_t pack(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // ---- the kernels ----------------------------------------------------------------------------
 
 // One thread's rows of the block's 64 (16 warp + g and + 8) and their running softmax statistics:
@@ -143,13 +120,6 @@ __device__ inline void store_rows(const float (&o)[32], RowState& st, bf16* out,
       if (st.row[h] < T) lse[head + st.row[h]] = (st.m[h] + log2f(st.l[h])) / 1.4426950408889634f;
 }
 
-// Dynamic shared memory (past the 48 KB a static array may take), aligned here to the 1024 bytes
-// the swizzle's pattern repeats at.
-__device__ inline unsigned char* aligned_smem() {
-  extern __shared__ unsigned char smem_raw[];
-  return smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
-}
-
 // q, k, v, out: (B H, T, 64) bfloat16; lse: (B H, T) float32 (natural log). Causal. kKeys: the key
 // tile, 64 or 128 (S then is one m64n128 product a k-step: twice the work between barriers).
 // Each tile: S, wait, softmax, P V, wait.
@@ -181,9 +151,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward(const bf16* q, con
       load_tile<kKeys>(sV(buf ^ 1), v + head * kD, (kt + 1) * kKeys, T);
     }
     cp_async_commit();
-    cp_async_wait<1>();
-    fence_async_shared();  // cp.async wrote through the generic proxy; wgmma reads through the async one
-    __syncthreads();
+    await_tiles<1>();
 
     wgmma_fence();
     for (int ks = 0; ks < kD / 16; ++ks)
@@ -232,9 +200,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_overlapped(const b
   if (last_kt >= 1) load_tile<kKeys>(sK(1), k + head * kD, kKeys, T);
   load_tile<kKeys>(sV(0), v + head * kD, 0, T);
   cp_async_commit();
-  cp_async_wait<1>();
-  fence_async_shared();
-  __syncthreads();
+  await_tiles<1>();
 
   float o[32] = {}, s_a[kKeys / 2] = {}, s_b[kKeys / 2] = {};
   uint32_t p_a[kKeys / 16][4], p_b[kKeys / 16][4];
@@ -252,9 +218,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_overlapped(const b
   // p: P(kt), computed; next, p_next: where S(kt + 1) and P(kt + 1) go.
   auto step = [&](uint32_t (&p)[kKeys / 16][4], float (&next)[kKeys / 2], uint32_t (&p_next)[kKeys / 16][4],
                   int kt) {
-    cp_async_wait<0>();  // K(kt + 1) and V(kt)
-    fence_async_shared();
-    __syncthreads();
+    await_tiles<0>();  // K(kt + 1) and V(kt)
     if (kt + 2 <= last_kt) load_tile<kKeys>(sK(kt + 2), k + head * kD, (kt + 2) * kKeys, T);
     if (kt + 1 <= last_kt) load_tile<kKeys>(sV(kt + 1), v + head * kD, (kt + 1) * kKeys, T);
     cp_async_commit();
