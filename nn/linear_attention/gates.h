@@ -65,10 +65,10 @@ struct GateOutput {
 // projections of its two pre-activations (their products and biases go to the step's kernel,
 // which computes the floored log f itself), the dim it decays and its floor.
 struct RefinedGateProjections {
-  const Linear* forget = nullptr;
-  const Linear* refine = nullptr;
-  DecayDim dim{};
-  double floor = 0;
+  const Linear* forget;
+  const Linear* refine;
+  DecayDim dim;
+  double floor;
 };
 
 // A gate log sigmoid(W x + b) / normalizer, floored, on the key dim and/or the value dim (GLA,
@@ -76,11 +76,11 @@ struct RefinedGateProjections {
 // gate does not decay that side; key_down is GLA's low-rank first factor (x -> rank, no bias),
 // whose output the key projection then reads instead of x, or nullptr.
 struct LogSigmoidGateProjections {
-  const Linear* key_down = nullptr;
-  const Linear* key = nullptr;
-  const Linear* value = nullptr;
-  double normalizer = 1;
-  double floor = 0;
+  const Linear* key_down;
+  const Linear* key;
+  const Linear* value;
+  double normalizer;
+  double floor;
 };
 
 class Gate : public Module {
