@@ -10,7 +10,7 @@ source "$root/tools/setup.sh" "$@"
 printf '\033[1m[linea test]\033[0m running the test suite in %s\n' "$LINEA_BUILD_DIR"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# ctest pads each progress line with dots to its longest test name (hundreds of them): one space
+# ctest pads each progress line with dots to its longest test name: one space
 # is enough, also before "***Skipped" or "***Failed", which follow the dots directly. pipefail
 # keeps ctest's exit status.
 ctest --test-dir "$LINEA_BUILD_DIR" -j "$(nproc 2>/dev/null || echo 2)" --output-on-failure --timeout 900 |
