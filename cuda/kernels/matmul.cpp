@@ -54,7 +54,7 @@ void gemm_batched(const Gemm& g, const matmul_layout::Operand& la, const matmul_
     const char* pa = static_cast<const char*>(a) + first * stride_a * static_cast<int64_t>(elem);
     const char* pb = static_cast<const char*>(b) + first * stride_b * static_cast<int64_t>(elem);
     char* pc = static_cast<char*>(c) + first * stride_c * static_cast<int64_t>(out_elem);
-    LINEA_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(g.handle, lb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+    LINEA_CUBLAS_CHECK(cublas().gemm_strided_batched(g.handle, lb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
                                                      la.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, g.alpha, pb,
                                                      g.type, lb.ld, stride_b, pa, g.type, la.ld, stride_a, g.beta,
                                                      pc, g.c_type, n, stride_c, count, g.compute, CUBLAS_GEMM_DEFAULT),
@@ -76,7 +76,7 @@ ContractionMajor transposed_for_tf32(const Gemm& g, const void* b, const matmul_
   const float one = 1.0f, zero = 0.0f;
   float* bt = scratch->as<float>();
   // Column-major, b is (n, k) with leading dim lb.ld and bt (k, n) with leading dim k: bt = b^T.
-  LINEA_CUBLAS_CHECK(cublasSgeam(g.handle, CUBLAS_OP_T, CUBLAS_OP_N, k, n, &one, static_cast<const float*>(b), lb.ld,
+  LINEA_CUBLAS_CHECK(cublas().sgeam(g.handle, CUBLAS_OP_T, CUBLAS_OP_N, k, n, &one, static_cast<const float*>(b), lb.ld,
                                  &zero, bt, k, bt, k),
                      "matmul", "transposing a weight of ", k, " x ", n);
   return {bt, {true, true, k}};
