@@ -65,7 +65,8 @@ Cublas open_cublas(const std::vector<std::string>& candidates) {
   for (const std::string& candidate : candidates) {
     void* library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);  // cuBLAS stays open for good
     if (library == nullptr) {
-      reasons += (reasons.empty() ? "" : "; ") + std::string(dlerror());
+      const char* reason = dlerror();
+      reasons += (reasons.empty() ? "" : "; ") + std::string(reason != nullptr ? reason : candidate + ": not loaded");
       continue;
     }
     Cublas api;
