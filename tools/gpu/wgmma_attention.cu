@@ -44,81 +44,15 @@
 #include <random>
 #include <vector>
 
-#include "probe.cuh"
-#include "wgmma.cuh"
+#include "attention_forward_common.cuh"
 
 namespace {
 
-constexpr int kD = 64, kRows = 64, kThreads = 128;
+using namespace attention_probe;
+
+constexpr int kRows = 64, kThreads = 128;
 
 // ---- the kernels ----------------------------------------------------------------------------
-
-// One thread's rows of the block's 64 (16 warp + g and + 8) and their running softmax statistics:
-// the max in log2 units of the scaled scores, and this thread's part of the sum.
-struct RowState {
-  int row[2];
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-};
-
-// S (kKeys / 2 registers: register 4i + e is row[e / 2], key kt kKeys + 8i + 2t + e % 2) into
-// probabilities packed as the A operand of P V, with the statistics updated; returns in alpha the
-// factor O's rows must be scaled by. masked: the last key tile, where keys past a row or past T
-// are cut.
-template <int kKeys>
-__device__ inline void softmax_tile(float (&s)[kKeys / 2], uint32_t (&p)[kKeys / 16][4], float (&alpha)[2],
-                                    RowState& st, int kt, bool masked, int T, float scale_log2) {
-  const int t = threadIdx.x % 4;
-  float tile_max[2] = {-INFINITY, -INFINITY};
-  for (int i = 0; i < kKeys / 8; ++i)
-    for (int e = 0; e < 4; ++e) {
-      const int col = kt * kKeys + 8 * i + 2 * t + e % 2;
-      float x = s[4 * i + e] * scale_log2;
-      if (masked && (col > st.row[e / 2] || col >= T)) x = -INFINITY;
-      s[4 * i + e] = x;
-      tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
-    }
-  for (int h = 0; h < 2; ++h) {
-    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(~0u, tile_max[h], 1));
-    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(~0u, tile_max[h], 2));
-    const float m_new = fmaxf(st.m[h], tile_max[h]);
-    // A row that has seen only masked keys keeps m = -inf: subtract 0 instead (every p is 0).
-    const float base = m_new == -INFINITY ? 0.f : m_new;
-    alpha[h] = exp2f(st.m[h] - base);
-    st.m[h] = m_new;
-    st.l[h] *= alpha[h];
-    tile_max[h] = base;
-  }
-  for (int i = 0; i < kKeys / 2; ++i) {
-    const float x = exp2f(s[i] - tile_max[(i % 4) / 2]);
-    s[i] = x;
-    st.l[(i % 4) / 2] += x;
-  }
-  for (int ks = 0; ks < kKeys / 16; ++ks) {
-    p[ks][0] = pack(s[8 * ks + 0], s[8 * ks + 1]);
-    p[ks][1] = pack(s[8 * ks + 2], s[8 * ks + 3]);
-    p[ks][2] = pack(s[8 * ks + 4], s[8 * ks + 5]);
-    p[ks][3] = pack(s[8 * ks + 6], s[8 * ks + 7]);
-  }
-}
-
-__device__ inline void store_rows(const float (&o)[32], RowState& st, bf16* out, float* lse, size_t head, int T) {
-  const int t = threadIdx.x % 4;
-  for (int h = 0; h < 2; ++h) {
-    st.l[h] += __shfl_xor_sync(~0u, st.l[h], 1);
-    st.l[h] += __shfl_xor_sync(~0u, st.l[h], 2);
-  }
-  for (int i = 0; i < 8; ++i)
-    for (int e = 0; e < 4; e += 2) {
-      const int r = st.row[e / 2];
-      if (r >= T) continue;
-      const float inv = 1.f / st.l[e / 2];
-      *reinterpret_cast<__nv_bfloat162*>(out + head * kD + (size_t)r * kD + 8 * i + 2 * t) =
-          __floats2bfloat162_rn(o[4 * i + e] * inv, o[4 * i + e + 1] * inv);
-    }
-  if (t == 0)
-    for (int h = 0; h < 2; ++h)
-      if (st.row[h] < T) lse[head + st.row[h]] = (st.m[h] + log2f(st.l[h])) / 1.4426950408889634f;
-}
 
 // q, k, v, out: (B H, T, 64) bfloat16; lse: (B H, T) float32 (natural log). Causal. kKeys: the key
 // tile, 64 or 128 (S then is one m64n128 product a k-step: twice the work between barriers).
@@ -246,45 +180,6 @@ __global__ void __launch_bounds__(kThreads) attention_forward_overlapped(const b
   store_rows(o, st, out, lse, head, T);
 }
 
-// The reference: one thread a query row, float32 throughout.
-__global__ void reference_forward(const bf16* q, const bf16* k, const bf16* v, float* out, int T, float scale) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= T) return;
-  const size_t head = (size_t)blockIdx.y * T * kD;
-  float mx = -INFINITY, sum = 0.f, acc[kD] = {};
-  for (int j = 0; j <= r; ++j) {
-    float x = 0.f;
-    for (int d = 0; d < kD; ++d) x += __bfloat162float(q[head + r * kD + d]) * __bfloat162float(k[head + j * kD + d]);
-    x *= scale;
-    const float m_new = fmaxf(mx, x), a = expf(mx - m_new), p = expf(x - m_new);
-    sum = sum * a + p;
-    for (int d = 0; d < kD; ++d) acc[d] = acc[d] * a + p * __bfloat162float(v[head + j * kD + d]);
-    mx = m_new;
-  }
-  for (int d = 0; d < kD; ++d) out[head + r * kD + d] = acc[d] / sum;
-}
-
-struct Inputs {
-  bf16 *q, *k, *v, *out;
-  float* lse;
-  int heads, T;
-};
-
-Inputs make_inputs(int heads, int T, std::mt19937& rng) {
-  const size_t n = (size_t)heads * T * kD;
-  std::normal_distribution<float> normal;
-  std::vector<bf16> host(3 * n);
-  for (bf16& x : host) x = __float2bfloat16(normal(rng));
-  Inputs in{nullptr, nullptr, nullptr, nullptr, nullptr, heads, T};
-  CHECK(cudaMalloc(&in.q, sizeof(bf16) * 3 * n));
-  in.k = in.q + n;
-  in.v = in.k + n;
-  CHECK(cudaMemcpy(in.q, host.data(), sizeof(bf16) * 3 * n, cudaMemcpyHostToDevice));
-  CHECK(cudaMalloc(&in.out, sizeof(bf16) * n));
-  CHECK(cudaMalloc(&in.lse, sizeof(float) * heads * T));
-  return in;
-}
-
 template <int kKeys, bool kOverlapped>
 void launch(const Inputs& in) {
   constexpr int kBytes = (kRows + (kOverlapped ? 6 : 4) * kKeys) * 128 + 1024;
@@ -295,55 +190,14 @@ void launch(const Inputs& in) {
   CHECK(cudaGetLastError());
 }
 
-// Largest error against the reference, relative to 1 + |reference|, at T (a multiple of no tile).
-template <int kKeys, bool kOverlapped>
-double parity(int T, std::mt19937& rng) {
-  const int heads = 3;
-  const Inputs in = make_inputs(heads, T, rng);
-  float* ref;
-  CHECK(cudaMalloc(&ref, sizeof(float) * heads * T * kD));
-  launch<kKeys, kOverlapped>(in);
-  reference_forward<<<dim3((T + 127) / 128, heads), 128>>>(in.q, in.k, in.v, ref, T, 1.f / std::sqrt(float(kD)));
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  std::vector<bf16> got((size_t)heads * T * kD);
-  std::vector<float> want(got.size());
-  CHECK(cudaMemcpy(got.data(), in.out, sizeof(bf16) * got.size(), cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(want.data(), ref, sizeof(float) * want.size(), cudaMemcpyDeviceToHost));
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    worst = std::fmax(worst, std::fabs(double(__bfloat162float(got[i])) - want[i]) / (1 + std::fabs(want[i])));
-  CHECK(cudaFree(in.q));
-  CHECK(cudaFree(in.out));
-  CHECK(cudaFree(in.lse));
-  CHECK(cudaFree(ref));
-  return worst;
-}
-
-template <int kKeys, bool kOverlapped>
-double time_ms(const Inputs& in) {
-  for (int i = 0; i < 3; ++i) launch<kKeys, kOverlapped>(in);
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  constexpr int kRepeats = 20;
-  CHECK(cudaEventRecord(start));
-  for (int i = 0; i < kRepeats; ++i) launch<kKeys, kOverlapped>(in);
-  CHECK(cudaEventRecord(stop));
-  CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, start, stop));
-  return ms / kRepeats;
-}
-
 }  // namespace
 
 int main() {
   std::mt19937 rng(2026);
   const char* names[] = {"64-key tiles", "128-key tiles", "64-key tiles overlapped", "128-key tiles overlapped"};
   for (int T : {320, 200, 77}) {
-    const double e[] = {parity<64, false>(T, rng), parity<128, false>(T, rng), parity<64, true>(T, rng),
-                        parity<128, true>(T, rng)};
+    const double e[] = {largest_error(T, rng, launch<64, false>), largest_error(T, rng, launch<128, false>),
+                        largest_error(T, rng, launch<64, true>), largest_error(T, rng, launch<128, true>)};
     // bfloat16 P and output: a few units of 2^-8 relative.
     for (int i = 0; i < 4; ++i)
       std::printf("parity T=%d %-25s largest error %.3g (%s)\n", T, names[i], e[i], e[i] < 2e-2 ? "ok" : "WRONG");
@@ -352,15 +206,13 @@ int main() {
     const int heads = 64;  // B = H = 8
     const Inputs in = make_inputs(heads, T, rng);
     const double flops = 4.0 * heads * double(T) * T / 2 * kD;  // two products, causal half
-    const double ms[] = {time_ms<64, false>(in), time_ms<128, false>(in), time_ms<64, true>(in),
-                         time_ms<128, true>(in)};
+    const double ms[] = {time_ms(in, launch<64, false>), time_ms(in, launch<128, false>),
+                         time_ms(in, launch<64, true>), time_ms(in, launch<128, true>)};
     for (int i = 0; i < 4; ++i)
       std::printf("{\"bench\":\"wgmma_attention_forward\",\"variant\":\"%s\",\"T\":%d,\"B\":8,\"H\":8,\"D\":64,"
                   "\"fwd_ms\":%.4f,\"tflops\":%.0f}\n",
                   names[i], T, ms[i], flops / ms[i] / 1e9);
-    CHECK(cudaFree(in.q));
-    CHECK(cudaFree(in.out));
-    CHECK(cudaFree(in.lse));
+    free_inputs(in);
   }
   return 0;
 }
