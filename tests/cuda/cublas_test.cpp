@@ -35,11 +35,7 @@ TEST(Cublas, ALibraryThatIsNotCublasNamesTheMissingFunction) {
   EXPECT_LINEA_ERROR(cuda::open_cublas({"libm.so.6"}), "libm.so.6 has no cublasCreate_v2", "not cuBLAS");
 }
 
-#else
-
-TEST(Cublas, NothingToOpenWithoutCuda) { GTEST_SKIP() << "built without CUDA: no cuBLAS to open"; }
-
-#endif
+#endif  // without CUDA there is no cuBLAS to open, and no test
 
 }  // namespace
 }  // namespace linea
