@@ -57,6 +57,49 @@ void backward_rows(const X* x, const Y* dy, int64_t rows, int64_t cols, RowFn ro
   }
 }
 
+// Both norms' backward: LayerNorm's with `mean` (and dbias), RMSNorm's without, mu = 0. The
+// forward was xhat = (x - mu) * rstd, y = xhat * w (+ b), so with g = dy * w:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (RMSNorm: no mean(g) term)
+//   dw = sum_rows dy * xhat,  db = sum_rows dy.
+// RMSNorm's terms come out bit for bit as a formula of its own would give them (x - 0 and g - 0
+// are exact). dweight, dbias: undefined where not wanted.
+void norm_backward(const char* op, const Tensor& x_, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                   const Tensor& dy_, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
+  const auto [rows, cols] = rows_cols(x.shape());
+  const bool centered = mean.defined();
+  dispatch_in_out(x.dtype(), dy.dtype(), op, [&]<class X, class Y>() {
+    using P = compute_t<X>;
+    const P* w = data_or_null<P>(w_t);
+    const P* pmean = data_or_null<P>(mean);
+    const P* prstd = rstd.data<P>();
+    X* pdx = dx.data<X>();
+    auto row_fn = [&](int64_t r, const X* row, const Y* g_row, double* param_grads) {
+      const double mu = centered ? static_cast<double>(pmean[r]) : 0.0, rs = prstd[r];
+      double mean_g = 0, mean_gx = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double d = widen(g_row[j]), g = d * (w ? w[j] : P(1)), xhat = (widen(row[j]) - mu) * rs;
+        if (centered) mean_g += g;
+        mean_gx += g * xhat;
+        if (param_grads) {
+          param_grads[j] += d * xhat;
+          if (centered) param_grads[cols + j] += d;
+        }
+      }
+      mean_g /= cols;
+      mean_gx /= cols;
+      X* out = pdx + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double g = widen(g_row[j]) * (w ? w[j] : P(1)), xhat = (widen(row[j]) - mu) * rs;
+        out[j] = static_cast<X>(rs * (g - mean_g - xhat * mean_gx));
+      }
+    };
+    std::vector<P*> targets{data_or_null<P>(dweight)};
+    if (centered) targets.push_back(data_or_null<P>(dbias));
+    backward_rows<X, Y, P>(x.data<X>(), dy.data<Y>(), rows, cols, row_fn, targets);
+  });
+}
+
 }  // namespace
 
 void CpuBackend::layer_norm(const Tensor& x_, const Tensor& weight, const Tensor& bias, double eps,
@@ -93,42 +136,10 @@ void CpuBackend::layer_norm(const Tensor& x_, const Tensor& weight, const Tensor
   });
 }
 
-void CpuBackend::layer_norm_backward(const Tensor& x_, const Tensor& weight, const Tensor& mean,
-                                     const Tensor& rstd, const Tensor& dy_, const Tensor& dx,
+void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                                      const Tensor& dweight, const Tensor& dbias, const Tensor& dx_add) const {
-  const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
-  const auto [rows, cols] = rows_cols(x.shape());
-  dispatch_in_out(x.dtype(), dy.dtype(), "layer_norm_backward", [&]<class X, class Y>() {
-    using P = compute_t<X>;
-    const P* w = data_or_null<P>(w_t);
-    const P* pmean = mean.data<P>();
-    const P* prstd = rstd.data<P>();
-    X* pdx = dx.data<X>();
-    // forward was xhat = (x - mu) * rstd, y = xhat * w + b, so with g = dy * w:
-    //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat,  db = sum_rows dy.
-    auto row_fn = [&](int64_t r, const X* row, const Y* g_row, double* param_grads) {
-      const double mu = pmean[r], rs = prstd[r];
-      double mean_g = 0, mean_gx = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        const double d = widen(g_row[j]), g = d * (w ? w[j] : P(1)), xhat = (widen(row[j]) - mu) * rs;
-        mean_g += g;
-        mean_gx += g * xhat;
-        if (param_grads) {
-          param_grads[j] += d * xhat;
-          param_grads[cols + j] += d;
-        }
-      }
-      mean_g /= cols;
-      mean_gx /= cols;
-      X* out = pdx + r * cols;
-      for (int64_t j = 0; j < cols; ++j) {
-        const double g = widen(g_row[j]) * (w ? w[j] : P(1)), xhat = (widen(row[j]) - mu) * rs;
-        out[j] = static_cast<X>(rs * (g - mean_g - xhat * mean_gx));
-      }
-    };
-    backward_rows<X, Y, P>(x.data<X>(), dy.data<Y>(), rows, cols, row_fn,
-                           {data_or_null<P>(dweight), data_or_null<P>(dbias)});
-  });
+  norm_backward("layer_norm_backward", x, weight, mean, rstd, dy, dx, dweight, dbias);
   if (dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
 
@@ -156,33 +167,10 @@ void CpuBackend::rms_norm(const Tensor& x_, const Tensor& weight, double eps, co
   });
 }
 
-void CpuBackend::rms_norm_backward(const Tensor& x_, const Tensor& weight, const Tensor& rstd,
-                                   const Tensor& dy_, const Tensor& dx, const Tensor& dweight,
+void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                   const Tensor& dy, const Tensor& dx, const Tensor& dweight,
                                    const Tensor& dx_add) const {
-  const Tensor x = contiguous_copy(x_), dy = contiguous_copy(dy_), w_t = contiguous_or_none(weight);
-  const auto [rows, cols] = rows_cols(x.shape());
-  dispatch_in_out(x.dtype(), dy.dtype(), "rms_norm_backward", [&]<class X, class Y>() {
-    using P = compute_t<X>;
-    const P* w = data_or_null<P>(w_t);
-    const P* prstd = rstd.data<P>();
-    X* pdx = dx.data<X>();
-    // forward was xhat = x * rstd, y = xhat * w, so with g = dy * w:
-    //   dx = rstd * (g - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat.
-    auto row_fn = [&](int64_t r, const X* row, const Y* g_row, double* param_grads) {
-      const double rs = prstd[r];
-      double mean_gx = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        const double d = widen(g_row[j]), xhat = widen(row[j]) * rs;
-        mean_gx += d * (w ? w[j] : P(1)) * xhat;
-        if (param_grads) param_grads[j] += d * xhat;
-      }
-      mean_gx /= cols;
-      X* out = pdx + r * cols;
-      for (int64_t j = 0; j < cols; ++j)
-        out[j] = static_cast<X>(rs * (widen(g_row[j]) * (w ? w[j] : P(1)) - widen(row[j]) * rs * mean_gx));
-    };
-    backward_rows<X, Y, P>(x.data<X>(), dy.data<Y>(), rows, cols, row_fn, {data_or_null<P>(dweight)});
-  });
+  norm_backward("rms_norm_backward", x, weight, Tensor(), rstd, dy, dx, dweight, Tensor());
   if (dx_add.defined()) binary(BinaryOp::Add, dx, dx_add, dx);
 }
 

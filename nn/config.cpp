@@ -51,20 +51,19 @@ void ModelConfig::validate() const {
 }
 
 json::Value ModelConfig::to_json() const {
-  json::Value v = json::Value::object();
-  v["vocab_size"] = vocab_size;
-  v["d_model"] = d_model;
-  v["heads"] = heads;
-  v["head_dim"] = head_dim;
-  v["pattern"] = pattern;
-  v["norm"] = norm_kind_name(norm);
-  v["norm_eps"] = norm_eps;
-  v["mlp"] = mlp_kind_name(mlp);
-  v["mlp_hidden"] = mlp_hidden;
-  v["tie_embeddings"] = tie_embeddings;
-  v["dropout"] = dropout;
-  v["seed"] = seed;
-  v["layers"] = layers;
+  json::Value v = {{"vocab_size", vocab_size},
+                   {"d_model", d_model},
+                   {"heads", heads},
+                   {"head_dim", head_dim},
+                   {"pattern", pattern},
+                   {"norm", norm_kind_name(norm)},
+                   {"norm_eps", norm_eps},
+                   {"mlp", mlp_kind_name(mlp)},
+                   {"mlp_hidden", mlp_hidden},
+                   {"tie_embeddings", tie_embeddings},
+                   {"dropout", dropout},
+                   {"seed", seed},
+                   {"layers", layers}};
   if (lora.enabled()) v["lora"] = lora.to_json();
   return v;
 }

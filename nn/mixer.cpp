@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <typeinfo>
 
+#include "nn/layers/fused_product.h"
+
 namespace linea::nn {
 
 void check_sequence_input(const Tensor& x, int64_t expected_dim, const char* layer) {
@@ -39,6 +41,19 @@ Tensor SequenceMixer::prefill_last(const Tensor& x, DecodeState& state) { return
 Tensor SequenceMixer::residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) {
   const Tensor input = norm.forward(x);
   return last_only ? last_token(x) + prefill_last(input, state) : x + prefill(input, state);
+}
+
+Tensor OutputProjectedMixer::prefill(const Tensor& x, DecodeState& state) {
+  return output_projection().forward(prefill_mixed(x, state, false));
+}
+
+Tensor OutputProjectedMixer::prefill_last(const Tensor& x, DecodeState& state) {
+  return output_projection().forward(prefill_mixed(x, state, true));
+}
+
+Tensor OutputProjectedMixer::residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) {
+  const Tensor mixed = prefill_mixed(norm.forward(x), state, last_only);
+  return add_product_into(last_only ? last_token(x) : x, output_projection(), mixed);
 }
 
 std::unique_ptr<DecodeState> SequenceMixer::stack_states(const std::vector<const DecodeState*>& rows) const {

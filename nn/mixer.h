@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/layers/linear.h"
 #include "nn/layers/norm.h"
 #include "nn/module.h"
 
@@ -86,6 +87,26 @@ class SequenceMixer : public Module {
   // (train/decode_graph.h). A step past `tokens` is then an error. Nothing to do for a state of
   // fixed size (the default); softmax attention allocates its KV cache here.
   virtual void reserve(DecodeState& state, int64_t tokens) const;
+};
+
+// A mixer whose output is one product: an output projection of what the layer mixed (softmax
+// attention's o_proj, linear attention's out projection). Its three prefills differ only in which
+// tokens reach that projection and in whether the residual is added into the product
+// (nn/layers/fused_product.h: add_product_into, one launch less than a product and an addition),
+// so they are written here once, around the layer's prefill_mixed.
+class OutputProjectedMixer : public SequenceMixer {
+ public:
+  Tensor prefill(const Tensor& x, DecodeState& state) override;
+  // Only the last token's mixed row goes through the projection.
+  Tensor prefill_last(const Tensor& x, DecodeState& state) override;
+  // The residual added into the projection's product.
+  Tensor residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) override;
+
+ protected:
+  // The prompt x (B, T, D) mixed, continuing from `state` (which it advances by the T tokens), up
+  // to the output projection's input: (B, T, width), or with last_only the last token's (B, 1, width).
+  virtual Tensor prefill_mixed(const Tensor& x, DecodeState& state, bool last_only) = 0;
+  virtual const Linear& output_projection() const = 0;
 };
 
 // Gives every member of the state that is a view into a larger buffer a storage of its own. The

@@ -14,7 +14,7 @@ enum Buffer { kExpAvg, kExpAvgSq };
 }  // namespace
 
 AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options)
-    : Optimizer("adamw", std::move(params), options.lr, {"exp_avg", "exp_avg_sq"}), options_(options) {
+    : OptimizerWith("adamw", std::move(params), options, {"exp_avg", "exp_avg_sq"}) {
   const AdamWOptions& o = options_;
   LINEA_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "AdamW", "betas must lie in [0, 1), got ",
               o.beta1, " and ", o.beta2);

@@ -29,10 +29,9 @@ struct AdamWOptions {
   double weight_decay = 0.01;
 };
 
-class AdamW : public Optimizer {
+class AdamW : public OptimizerWith<AdamWOptions> {
  public:
   explicit AdamW(std::vector<NamedParameter> params, AdamWOptions options = {});
-  const AdamWOptions& options() const { return options_; }
 
  protected:
   // Gathers the parameter's update; the last parameter with a gradient in this step runs them all.
@@ -47,7 +46,6 @@ class AdamW : public Optimizer {
   // Runs the gathered updates, grouped by (device, dtype, step), and empties the list.
   void flush(double grad_scale);
 
-  AdamWOptions options_;
   std::vector<Tensor> params_;  // in the order update() sees them, to find a step's last gradient
   std::vector<Pending> pending_;
   const TensorImpl* last_ = nullptr;  // the parameter whose update() ends the current step

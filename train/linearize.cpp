@@ -258,13 +258,11 @@ void LinearizeOptions::validate() const {
 }
 
 json::Value LinearizeOptions::to_json() const {
-  json::Value v = json::Value::object();
-  v["checkpoint"] = checkpoint;
-  v["transfer_steps"] = transfer_steps;
-  v["transfer_lr"] = transfer_lr;
-  v["transfer_qkvo"] = transfer_qkvo;
-  v["train"] = train.to_json();
-  return v;
+  return {{"checkpoint", checkpoint},
+          {"transfer_steps", transfer_steps},
+          {"transfer_lr", transfer_lr},
+          {"transfer_qkvo", transfer_qkvo},
+          {"train", train.to_json()}};
 }
 
 LinearizeOptions LinearizeOptions::from_json(const json::Value& v) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -78,6 +79,21 @@ class Optimizer {
   std::vector<Slot> slots_;
   double lr_;
   int64_t steps_ = 0;
+};
+
+// An optimizer with its own options struct (AdamWOptions, SGDOptions, each with an `lr`): keeps
+// them, hands their learning rate to the Optimizer, and gives them back to read.
+template <class Options>
+class OptimizerWith : public Optimizer {
+ public:
+  const Options& options() const { return options_; }
+
+ protected:
+  OptimizerWith(std::string type, std::vector<NamedParameter> params, const Options& options,
+                std::vector<std::string> buffer_kinds)
+      : Optimizer(std::move(type), std::move(params), options.lr, std::move(buffer_kinds)), options_(options) {}
+
+  const Options options_;
 };
 
 }  // namespace linea::train

@@ -11,7 +11,7 @@ std::vector<std::string> buffer_kinds(const SGDOptions& o) {
 }  // namespace
 
 SGD::SGD(std::vector<NamedParameter> params, SGDOptions options)
-    : Optimizer("sgd", std::move(params), options.lr, buffer_kinds(options)), options_(options) {
+    : OptimizerWith("sgd", std::move(params), options, buffer_kinds(options)) {
   LINEA_CHECK(options.momentum >= 0 && options.weight_decay >= 0, "SGD",
               "momentum and weight_decay must be >= 0, got ", options.momentum, " and ", options.weight_decay);
   LINEA_CHECK(!options.nesterov || options.momentum > 0, "SGD", "Nesterov momentum needs momentum > 0");

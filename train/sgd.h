@@ -19,16 +19,12 @@ struct SGDOptions {
   double weight_decay = 0.0;
 };
 
-class SGD : public Optimizer {
+class SGD : public OptimizerWith<SGDOptions> {
  public:
   explicit SGD(std::vector<NamedParameter> params, SGDOptions options = {});
-  const SGDOptions& options() const { return options_; }
 
  protected:
   void update(Slot& slot, const Tensor& grad, double grad_scale) override;
-
- private:
-  SGDOptions options_;
 };
 
 }  // namespace linea::train

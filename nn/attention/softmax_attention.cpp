@@ -276,18 +276,10 @@ Tensor SoftmaxAttention::step_differentiable(const Tensor& q, const Tensor& k, c
   return attend_composite(unsqueeze(q_at, 2), cache.k, cache.v, allowed);  // (B, 1, H dh)
 }
 
-Tensor SoftmaxAttention::prefill(const Tensor& x, DecodeState& state) {
+Tensor SoftmaxAttention::prefill_mixed(const Tensor& x, DecodeState& state, bool last_only) {
   // (An x that is not (B, T, D) gets 0 queries here and its error from prefill_queries' check.)
-  return o_proj->forward(prefill_queries(x, state, x.defined() && x.dim() == 3 ? x.size(1) : 0));
-}
-
-Tensor SoftmaxAttention::prefill_last(const Tensor& x, DecodeState& state) {
-  return o_proj->forward(prefill_queries(x, state, 1));
-}
-
-Tensor SoftmaxAttention::residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) {
-  const Tensor attended = prefill_queries(norm.forward(x), state, last_only ? 1 : x.size(1));
-  return add_product_into(last_only ? last_token(x) : x, *o_proj, attended);
+  const int64_t tokens = x.defined() && x.dim() == 3 ? x.size(1) : 0;
+  return prefill_queries(x, state, last_only ? 1 : tokens);
 }
 
 Tensor SoftmaxAttention::prefill_queries(const Tensor& x, DecodeState& state, int64_t queries) {

@@ -52,7 +52,7 @@ struct SoftmaxAttentionConfig {
   bool fused = false;
 };
 
-class SoftmaxAttention : public SequenceMixer {
+class SoftmaxAttention : public OutputProjectedMixer {
  public:
   SoftmaxAttention(const SoftmaxAttentionConfig& config, Generator& gen);
 
@@ -62,16 +62,18 @@ class SoftmaxAttention : public SequenceMixer {
   Tensor step(const Tensor& x, DecodeState& state) override;
   // The block's norm folded into the q, k, v product and the residual into o_proj's (no grad).
   Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state) override;
-  Tensor prefill(const Tensor& x, DecodeState& state) override;
-  Tensor prefill_last(const Tensor& x, DecodeState& state) override;
-  // The residual added into o_proj's product (SequenceMixer::residual_prefill).
-  Tensor residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) override;
   std::unique_ptr<DecodeState> stack_states(const std::vector<const DecodeState*>& rows) const override;
   void reserve(DecodeState& state, int64_t tokens) const override;
 
   const SoftmaxAttentionConfig& config() const { return config_; }
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+
+ protected:
+  // Every key and value of the prompt goes into the cache; only the last query attends with
+  // last_only (prefill_queries).
+  Tensor prefill_mixed(const Tensor& x, DecodeState& state, bool last_only) override;
+  const Linear& output_projection() const override { return *o_proj; }
 
  private:
   // (B, T, D) -> (B, heads, T, dh) through proj, with RoPE from position offset when enabled.

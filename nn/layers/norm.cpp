@@ -4,38 +4,24 @@
 
 namespace linea::nn {
 
-Norm::Norm(int64_t dim, double eps, const char* layer) : dim_(dim), eps_(eps) {
+Norm::Norm(RowNorm kind, int64_t dim, double eps, bool with_weight, bool with_bias, const char* layer)
+    : kind_(kind), dim_(dim), eps_(eps), layer_(layer) {
   check_positive(dim, "dim", layer);
   LINEA_CHECK(eps >= 0, layer, "eps must be non-negative, got ", eps);
+  if (with_weight) {
+    weight = ones({dim});
+    register_parameter("weight", &weight, /*weight_decay=*/false);
+  }
+  if (with_bias) {
+    bias = zeros({dim});
+    register_parameter("bias", &bias, /*weight_decay=*/false);
+  }
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : Norm(dim, eps, "LayerNorm") {
-  if (!affine) return;
-  weight = ones({dim});
-  bias = zeros({dim});
-  register_parameter("weight", &weight, /*weight_decay=*/false);
-  register_parameter("bias", &bias, /*weight_decay=*/false);
+Tensor Norm::forward(const Tensor& x, DType out) const {
+  check_last_dim(x, dim_, layer_);
+  return kind_ == RowNorm::Layer ? layer_norm(x, weight, bias, eps_, out) : rms_norm(x, weight, eps_, out);
 }
-
-Tensor LayerNorm::forward(const Tensor& x, DType out) const {
-  check_last_dim(x, dim(), "LayerNorm");
-  return layer_norm(x, weight, bias, eps(), out);
-}
-
-InputNorm LayerNorm::as_input_norm() const { return {RowNorm::Layer, weight, bias, eps()}; }
-
-RMSNorm::RMSNorm(int64_t dim, double eps, bool with_weight) : Norm(dim, eps, "RMSNorm") {
-  if (!with_weight) return;
-  weight = ones({dim});
-  register_parameter("weight", &weight, /*weight_decay=*/false);
-}
-
-Tensor RMSNorm::forward(const Tensor& x, DType out) const {
-  check_last_dim(x, dim(), "RMSNorm");
-  return rms_norm(x, weight, eps(), out);
-}
-
-InputNorm RMSNorm::as_input_norm() const { return {RowNorm::RMS, weight, Tensor(), eps()}; }
 
 HeadNorm::HeadNorm(int64_t num_heads, int64_t head_dim, HeadNormOptions options)
     : num_heads_(num_heads), head_dim_(head_dim), options_(options) {

@@ -21,44 +21,44 @@ struct InputNorm {
   Tensor weight, bias;  // undefined where the norm has none
   double eps;
 };
+// LayerNorm and RMSNorm differ only in their kind and in which parameters they have, so the
+// forward is written here once: the fused row-norm kernels (autograd/ops/norm.cpp) by kind.
 class Norm : public Module {
  public:
   // (..., dim) -> (..., dim), in x's dtype, or in `out`: bfloat16 from float32 x is the norm
   // before bfloat16 products (nn/precision.h: activation_dtype), written in the same pass.
   Tensor forward(const Tensor& x) const { return forward(x, x.dtype()); }
-  virtual Tensor forward(const Tensor& x, DType out) const = 0;
-  virtual InputNorm as_input_norm() const = 0;
+  Tensor forward(const Tensor& x, DType out) const;
+  InputNorm as_input_norm() const { return {kind_, weight, bias, eps_}; }
 
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
 
+  Tensor weight;  // (dim), ones; undefined without a gain
+  Tensor bias;    // (dim), zeros; LayerNorm's only, undefined without one
+
  protected:
-  Norm(int64_t dim, double eps, const char* layer);  // dim > 0 and eps >= 0, else an Error naming the layer
+  // dim > 0 and eps >= 0, else an Error naming the layer; registers the parameters asked for.
+  Norm(RowNorm kind, int64_t dim, double eps, bool with_weight, bool with_bias, const char* layer);
 
  private:
+  RowNorm kind_;
   int64_t dim_;
   double eps_;
+  const char* layer_;
 };
 
 class LayerNorm : public Norm {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
-  using Norm::forward;
-  Tensor forward(const Tensor& x, DType out) const override;
-  InputNorm as_input_norm() const override;
-
-  Tensor weight;  // (dim), ones; undefined when not affine
-  Tensor bias;    // (dim), zeros; undefined when not affine
+  // affine: a gain and a bias.
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true)
+      : Norm(RowNorm::Layer, dim, eps, affine, affine, "LayerNorm") {}
 };
 
 class RMSNorm : public Norm {
  public:
-  explicit RMSNorm(int64_t dim, double eps = 1e-6, bool with_weight = true);
-  using Norm::forward;
-  Tensor forward(const Tensor& x, DType out) const override;
-  InputNorm as_input_norm() const override;
-
-  Tensor weight;  // (dim), ones; undefined without weight
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, bool with_weight = true)
+      : Norm(RowNorm::RMS, dim, eps, with_weight, false, "RMSNorm") {}
 };
 
 // The per-head ("group") norm on attention outputs before heads are merged: the "stable

@@ -263,20 +263,7 @@ Tensor LinearAttention::fused_step(const Tensor& x, LinearAttentionState& s, con
   return fused_product(*out_proj_, reshape(r.out, {B, H * config_.head_dim}), {.residual = residual});
 }
 
-Tensor LinearAttention::prefill(const Tensor& x, DecodeState& state_in) {
-  return out_proj_->forward(prefill_heads(x, state_in, false));
-}
-
-Tensor LinearAttention::prefill_last(const Tensor& x, DecodeState& state_in) {
-  return out_proj_->forward(prefill_heads(x, state_in, true));
-}
-
-Tensor LinearAttention::residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) {
-  const Tensor heads = prefill_heads(norm.forward(x), state, last_only);
-  return add_product_into(last_only ? last_token(x) : x, *out_proj_, heads);
-}
-
-Tensor LinearAttention::prefill_heads(const Tensor& x, DecodeState& state_in, bool last_only) {
+Tensor LinearAttention::prefill_mixed(const Tensor& x, DecodeState& state_in, bool last_only) {
   LinearAttentionState* s = &prefill_state<LinearAttentionState>(x, state_in, config_.d_model, "LinearAttention",
                                                                  &LinearAttentionState::state);
   const ScanInputs in = prepare(x, s->key_max, KeyMaxMode::Prefix);

@@ -129,7 +129,7 @@ struct LinearAttentionState : DecodeState {
   }
 };
 
-class LinearAttention : public SequenceMixer {
+class LinearAttention : public OutputProjectedMixer {
  public:
   LinearAttention(const LinearAttentionConfig& config, Generator& gen);
 
@@ -142,17 +142,19 @@ class LinearAttention : public SequenceMixer {
   // The block's norm folded into the step's stacked projection, the residual into its output
   // projection, when the fused step applies.
   Tensor residual_step(const Tensor& x, const Norm& norm, DecodeState& state) override;
-  // With KeyMaxMode::Global too it normalizes keys by the running max, as step() does.
-  Tensor prefill(const Tensor& x, DecodeState& state) override;
-  Tensor prefill_last(const Tensor& x, DecodeState& state) override;
-  // The residual added into the output projection's product (SequenceMixer::residual_prefill).
-  Tensor residual_prefill(const Tensor& x, const Norm& norm, DecodeState& state, bool last_only) override;
 
   const LinearAttentionConfig& config() const { return config_; }
   int64_t key_dim() const { return key_dim_; }
   int64_t feature_dim() const { return feature_map_->feature_dim(); }
   // The width of the state's value side: head_dim, plus one with sum normalization.
   int64_t state_value_dim() const { return config_.head_dim + (config_.sum_normalization ? 1 : 0); }
+
+ protected:
+  // The scan from the state's S up to the out projection's input, (B, T, H dv), or the last
+  // token's with last_only. With KeyMaxMode::Global too it normalizes keys by the running max, as
+  // step() does.
+  Tensor prefill_mixed(const Tensor& x, DecodeState& state, bool last_only) override;
+  const Linear& output_projection() const override { return *out_proj_; }
 
  private:
   // The scan's inputs for T tokens, (B, H, T, .), and the last running key max.
@@ -171,9 +173,6 @@ class LinearAttention : public SequenceMixer {
   Tensor finish(const Tensor& o);
   // finish() without the out projection: (B, T, H dv), what out_proj reads.
   Tensor output_heads(const Tensor& o) const;
-  // prefill() up to the out projection's input, of the last token only when last_only
-  // (prefill_last).
-  Tensor prefill_heads(const Tensor& x, DecodeState& state, bool last_only);
   Tensor heads_first(const Tensor& y, int64_t width) const;  // (B, T, H w) -> (B, H, T, w)
 
   LinearAttentionConfig config_;
