@@ -84,18 +84,6 @@ __device__ __forceinline__ T row_group_sum(T v) {
   return v;
 }
 
-// The key tile at k0 of K/V head kvh of batch b into sK and sV, for the kernels that stream key
-// tiles (forward, dq), once every thread is done with the previous tile (and with whatever the
-// kernel computed from it).
-template <int BK, int D, int kThreads, class T, class Tensors>
-__device__ __forceinline__ void load_key_tile(T* sK, T* sV, const Tensors& a, int64_t b, int64_t kvh, int64_t k0,
-                                              const AttentionShape& s) {
-  __syncthreads();
-  load_head_tile<BK, D, kThreads>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
-  load_head_tile<BK, D, kThreads>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
-  __syncthreads();
-}
-
 // The product that follows every score tile (P V, dS K, P^T dO, dS^T Q): acc[i][n] += sum over
 // the tile's columns c of S[rg * RM + i][c] X[c][cg + C * n], for a score tile S (rows LS apart)
 // and a Q/K/V/dO tile X (rows LD apart), into the thread's RM rows and DN head dims.
@@ -180,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const KeySpan span = key_span<BQ, BK>(t.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += BK) {
-    load_key_tile<BK, D, kThreads>(sK, sV, a, t.b, kvh, k0, s);  // also frees sP
+    load_key_tile<load_head_tile<BK, D, kThreads, T>>(sK, sV, a, t.b, kvh, k0, s);  // also frees sP
 
     T sc[RM][CN];
     for_tile<RM, CN>([&](int i, int j) { sc[i][j] = 0; });
@@ -297,9 +285,8 @@ __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(BackwardTensors<T> a, AttentionShape s, T scale) {
   using L = Layout<D, BK, BQ, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
-  extern __shared__ __align__(16) unsigned char smem[];
   // sT: BK x LS, p^T and then ds^T of the current query tile; then lse and delta of its BQ rows.
-  const auto [sK, sV, sQ, sdO, sT] = backward_tiles<T>(smem, BK, BQ, LD);
+  const auto [sK, sV, sQ, sdO, sT] = backward_tiles<T>(BK, BQ, LD);
   T* sLse = sT + BK * LS;
   T* sDelta = sLse + BQ;
 
@@ -354,8 +341,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(BackwardTensors<T> a, AttentionShape s, T scale) {
   using L = Layout<D, BQ, BK, kThreads>;
   constexpr int RM = L::RM, CN = L::CN, DN = L::DN, LD = L::LD, LS = L::LS, C = L::kCols;
-  extern __shared__ __align__(16) unsigned char smem[];
-  const auto [sQ, sdO, sK, sV, sS] = backward_tiles<T>(smem, BQ, BK, LD);  // sS: BQ x LS, ds of the key tile
+  const auto [sQ, sdO, sK, sV, sS] = backward_tiles<T>(BQ, BK, LD);  // sS: BQ x LS, ds of the key tile
 
   const QueryTile t = query_tile<BQ>(s);
   const int64_t kvh = t.h / (s.heads / s.kv_heads);
@@ -372,7 +358,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const KeySpan span = key_span<BQ, BK>(t.q0, s);
   for (int64_t k0 = span.first; k0 <= span.last; k0 += BK) {
-    load_key_tile<BK, D, kThreads>(sK, sV, a, t.b, kvh, k0, s);  // also frees sS
+    load_key_tile<load_head_tile<BK, D, kThreads, T>>(sK, sV, a, t.b, kvh, k0, s);  // also frees sS
 
     T sc[RM][CN], dp[RM][CN];
     paired_tile_products<T, RM, CN, C, D, LD>(sQ, sdO, sK, sV, rg, cg, sc, dp);
@@ -426,6 +412,22 @@ AttentionShape shape_of(const Tensor& q, const Tensor& k, int64_t window) {
   return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), window};
 }
 
+// One pass of attention (the forward, or the backward's kernels) over the tensors `a` of T, on the
+// kernels that serve T: the tensor-core ones (attention_tf32.cu) where on_tensor_cores says so,
+// bfloat16 always; else this file's exact kernels (float64, float32 with TF32 off), which
+// simt.template operator()<D, Tiling<T>>() launches at the padded head dim D. The tiling comes as
+// a template argument so that simt is never instantiated for bfloat16, which has none.
+template <template <class> class Tensors, class T, class Simt>
+void run_attention(const Tensors<T>& a, const AttentionShape& s, double scale, cudaStream_t stream, Simt&& simt) {
+  if constexpr (!std::is_same_v<T, double>)
+    if (on_tensor_cores(dtype_of<T>::value)) {
+      attention_tf32(a, s, static_cast<float>(scale), stream);
+      return;
+    }
+  if constexpr (!std::is_same_v<T, bfloat16>)
+    with_head_dim(s.dh, [&]<int D>() { simt.template operator()<D, Tiling<T>>(); });
+}
+
 }  // namespace
 
 void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_, double scale, int64_t window,
@@ -438,13 +440,8 @@ void CudaBackend::attention(const Tensor& q_, const Tensor& k_, const Tensor& v_
   dispatch_floating_or_bf16(q.dtype(), "attention", [&]<class T>() {
     const ForwardTensors<T> a{q.data<T>(), k.data<T>(), v.data<T>(), head_strides(q), head_strides(k),
                               head_strides(v), out.data<T>(), lse.data<compute_t<T>>(), head_strides(out)};
-    if constexpr (!std::is_same_v<T, double>)
-      if (on_tensor_cores(q.dtype())) {
-        attention_forward_tf32(a, s, static_cast<float>(scale), stream);
-        return;
-      }
-    if constexpr (!std::is_same_v<T, bfloat16>) with_head_dim(s.dh, [&]<int D>() {
-      constexpr TileShape ts = Tiling<T>::forward;
+    run_attention(a, s, scale, stream, [&]<int D, class Tiles>() {
+      constexpr TileShape ts = Tiles::forward;
       const size_t bytes = sizeof(T) * ((ts.bq + 2 * ts.bk) * (D + 1) + ts.bq * (ts.bk + 1));
       launch_tiled(attention_forward_kernel<T, D, ts.bq, ts.bk, ts.threads>, s.batch * s.heads * ceil_div(s.tq, ts.bq),
                    ts.threads, bytes, stream, "attention", a, s, static_cast<T>(scale));
@@ -475,18 +472,13 @@ void CudaBackend::attention_backward(const Tensor& q_, const Tensor& k_, const T
                                head_strides(q), head_strides(k), head_strides(v), head_strides(dout),
                                dq.data<T>(), dk.data<T>(), dv.data<T>(),
                                head_strides(dq), head_strides(dk), head_strides(dv)};
-    if constexpr (!std::is_same_v<T, double>)
-      if (on_tensor_cores(q.dtype())) {
-        attention_backward_tf32(a, s, static_cast<float>(scale), stream);
-        return;
-      }
-    if constexpr (!std::is_same_v<T, bfloat16>) with_head_dim(s.dh, [&]<int D>() {
-      constexpr TileShape kv = Tiling<T>::dkdv;
+    run_attention(a, s, scale, stream, [&]<int D, class Tiles>() {
+      constexpr TileShape kv = Tiles::dkdv;
       const size_t kv_bytes = sizeof(T) * (2 * (kv.bk + kv.bq) * (D + 1) + kv.bk * (kv.bq + 1) + 2 * kv.bq);
       launch_tiled(attention_backward_dkdv_kernel<T, D, kv.bq, kv.bk, kv.threads>,
                    s.batch * s.kv_heads * ceil_div(s.tk, kv.bk), kv.threads, kv_bytes, stream, "attention_backward", a,
                    s, static_cast<T>(scale));
-      constexpr TileShape qt = Tiling<T>::dq;
+      constexpr TileShape qt = Tiles::dq;
       const size_t q_bytes = sizeof(T) * (2 * (qt.bq + qt.bk) * (D + 1) + qt.bq * (qt.bk + 1));
       launch_tiled(attention_backward_dq_kernel<T, D, qt.bq, qt.bk, qt.threads>,
                    s.batch * s.heads * ceil_div(s.tq, qt.bq), qt.threads, q_bytes, stream, "attention_backward", a, s,

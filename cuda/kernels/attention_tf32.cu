@@ -335,18 +335,6 @@ __device__ __forceinline__ void load_head_tile(typename TileOps<D, E>::Smem* dst
   load_rows<kRows, D, E>(dst, x + head_offset(xs, b, h, 0), xs.t, row0, n_rows, dh);
 }
 
-// The key tile at k0 of K/V head kvh of batch b into sK and sV, for the kernels that stream key
-// tiles (forward, dq), once every thread is done with the previous tile.
-template <int kKeys, int D, class E, class Tensors>
-__device__ __forceinline__ void load_key_tile(typename TileOps<D, E>::Smem* sK, typename TileOps<D, E>::Smem* sV,
-                                              const Tensors& a, int64_t b, int64_t kvh, int64_t k0,
-                                              const AttentionShape& s) {
-  __syncthreads();
-  load_head_tile<kKeys, D, E>(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
-  load_head_tile<kKeys, D, E>(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
-  __syncthreads();
-}
-
 // load_rows for bfloat16, whose tiles keep the elements as they are: with 16-byte rows the copies
 // are cp.async (cuda/kernels/cp_async.cuh), to be committed and waited for by the caller.
 template <int kRows, int D>
@@ -409,7 +397,7 @@ __device__ __forceinline__ void stream_key_tiles(typename TileOps<D, E>::Smem* b
     }
   } else {
     for (int64_t k0 = span.first; k0 <= span.last; k0 += kCols) {
-      load_key_tile<kCols, D, E>(buffers, buffers + kTile, a, b, kvh, k0, s);
+      load_key_tile<load_head_tile<kCols, D, E>>(buffers, buffers + kTile, a, b, kvh, k0, s);
       f(k0, buffers, buffers + kTile);
     }
   }
@@ -687,33 +675,46 @@ __device__ __forceinline__ void stream_query_tiles(const BackwardSmem<D, E, kOwn
   }
 }
 
+// What the two backward kernels share: the tile operations, the 16-row blocks of a warp and the
+// rows of a block (BackwardRows), and the block's shared memory. Their bodies are members (dkdv and
+// dq, below) so that these names are in scope in both without being declared in each; the kernels
+// (dkdv_kernel, dq_kernel, after them) only call them.
+template <int D, class E>
+struct Backward {
+  using Ops = TileOps<D, E>;
+  using Smem = typename Ops::Smem;
+  static constexpr int N = D / 8;                            // 8-column blocks of a 16 x D accumulator
+  static constexpr int F = BackwardRows<D, E>::kFragments;   // 16-row blocks a warp
+  static constexpr int kBlock = BackwardRows<D, E>::kBlock;  // rows a block owns: keys (dk/dv), queries (dq)
+  using Shared = BackwardSmem<D, E, kBlock>;
+
+  static __device__ __forceinline__ void dkdv(const BackwardTensors<E>& a, const AttentionShape& s, float scale_log2);
+  static __device__ __forceinline__ void dq(const BackwardTensors<E>& a, const AttentionShape& s, float scale_log2);
+};
+
 // One block per (batch, K/V head, BackwardRows::kBlock keys): dk and dv of those keys, over every
 // query tile (and query head of the group) that sees them. Warps own key rows; score tiles are
 // transposed (keys x queries).
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
-    dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
-  using Ops = TileOps<D, E>;
-  using Smem = typename Ops::Smem;
-  constexpr int N = D / 8, F = BackwardRows<D, E>::kFragments, kBlockKeys = BackwardRows<D, E>::kBlock;
-  const BackwardSmem<D, E, kBlockKeys> smem = backward_smem<D, E, kBlockKeys>();
+__device__ __forceinline__ void Backward<D, E>::dkdv(const BackwardTensors<E>& a, const AttentionShape& s,
+                                                     float scale_log2) {
+  const KeyTile kt = key_tile<kBlock>(s);
+  const Shared smem = backward_smem<D, E, kBlock>();
   const Smem *sK = smem.own_a, *sV = smem.own_b;
-
-  const KeyTile kt = key_tile<kBlockKeys>(s);
   const Lane lane = this_lane();
   const int g = lane.g, t = lane.t, row0 = 16 * F * lane.warp;  // block f at row0 + 16 f
-  load_head_tile<kBlockKeys, D, E>(smem.own_a, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
-  load_head_tile<kBlockKeys, D, E>(smem.own_b, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kBlock, D, E>(smem.own_a, a.k, a.ks, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
+  load_head_tile<kBlock, D, E>(smem.own_b, a.v, a.vs, kt.b, kt.kvh, kt.k0, s.tk, s.dh);
   // The owned tiles are read after stream_query_tiles' first barrier.
   const auto k_rows = Ops::template row_fragments<F, false>(sK, row0);
 
   float dk[F][N][4] = {}, dv[F][N][4] = {};
-  const RowSpan rows = row_span<kBlockKeys>(kt.k0, s);
+  const RowSpan rows = row_span<kBlock>(kt.k0, s);
   stream_query_tiles<D, E>(smem, a, kt.b, kt.kvh, rows, s, [&](int64_t, int64_t q0, const Smem* sQ, const Smem* sdO,
                                                                 const float* stats) {
     const float *sLse = stats, *sDelta = stats + kCols;
     // p^T = exp(scale k.q - lse), recomputed; dv += p^T do.
-    const bool whole = tile_fully_visible(q0, kCols, kt.k0, kBlockKeys, s);
+    const bool whole = tile_fully_visible(q0, kCols, kt.k0, kBlock, s);
     // p^T at column block n (of the tile's 8) from its score; `masked` tests each (key, query):
     // off the diagonal (nearly every tile) no mask is needed.
     const auto probabilities = [&](float (&sc)[4], int f, int n, bool masked) {
@@ -792,20 +793,16 @@ __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
 // One block per (batch, head, BackwardRows::kBlock query rows): dq of those rows, streaming over
 // the key tiles they see as the forward did.
 template <int D, class E>
-__global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
-    dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
-  using Ops = TileOps<D, E>;
-  using Smem = typename Ops::Smem;
-  constexpr int N = D / 8, F = BackwardRows<D, E>::kFragments, kBlockRows = BackwardRows<D, E>::kBlock;
-  const BackwardSmem<D, E, kBlockRows> smem = backward_smem<D, E, kBlockRows>();
-  Smem *sQ = smem.own_a, *sdO = smem.own_b;
-
-  const QueryTile tile = query_tile<kBlockRows>(s);
+__device__ __forceinline__ void Backward<D, E>::dq(const BackwardTensors<E>& a, const AttentionShape& s,
+                                                   float scale_log2) {
+  const QueryTile tile = query_tile<kBlock>(s);
   const int64_t kvh = tile.h / (s.heads / s.kv_heads);
+  const Shared smem = backward_smem<D, E, kBlock>();
+  Smem *sQ = smem.own_a, *sdO = smem.own_b;
   const Lane lane = this_lane();
   const int g = lane.g, t = lane.t, row0 = 16 * F * lane.warp;  // block f at row0 + 16 f, as in the forward
-  load_head_tile<kBlockRows, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
-  load_head_tile<kBlockRows, D, E>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  load_head_tile<kBlock, D, E>(sQ, a.q, a.qs, tile.b, tile.h, tile.q0, s.tq, s.dh);
+  load_head_tile<kBlock, D, E>(sdO, a.dout, a.dos, tile.b, tile.h, tile.q0, s.tq, s.dh);
   float lse[F][2], delta[F][2];
 #pragma unroll
   for (int f = 0; f < F; ++f)
@@ -820,7 +817,7 @@ __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
   const auto do_rows = Ops::template row_fragments<F, false>(sdO, row0);
 
   float dq[F][N][4] = {};
-  const KeySpan span = key_span<kBlockRows, kCols>(tile.q0, s);
+  const KeySpan span = key_span<kBlock, kCols>(tile.q0, s);
   stream_key_tiles<D, E>(smem.streamed, a, tile.b, kvh, span, s, [&](int64_t k0, const Smem* sK, const Smem* sV) {
     // ds = p (do.v - D), with p = exp(scale q.k - lse) recomputed; dq += ds k.
     float p[F][8][4], ds[F][8][4];
@@ -828,7 +825,7 @@ __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
     Ops::template score_tiles<F>(ds, do_rows, sV);
 #pragma unroll
     for (int f = 0; f < F; ++f)
-      for_each_query_score<kBlockRows>(tile.q0, row0 + 16 * f + g, k0, t, s, [&](int n, int e, int half, bool seen) {
+      for_each_query_score<kBlock>(tile.q0, row0 + 16 * f + g, k0, t, s, [&](int n, int e, int half, bool seen) {
         const float pe = seen ? exp2_approx(p[f][n][e] * scale_log2 - lse[f][half]) : 0.f;
         ds[f][n][e] = pe * (ds[f][n][e] - delta[f][half]);
       });
@@ -838,6 +835,18 @@ __global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
   for (int f = 0; f < F; ++f)
     store_rows<D>(a.dq + head_offset(a.dqs, tile.b, tile.h, 0), a.dqs.t, tile.q0 + row0 + 16 * f, s.tq, s.dh, dq[f],
                   scale_log2 / kLog2e, g, t);
+}
+
+// The backward kernels: Backward's bodies, inlined.
+template <int D, class E>
+__global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
+    dkdv_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
+  Backward<D, E>::dkdv(a, s, scale_log2);
+}
+template <int D, class E>
+__global__ void __launch_bounds__(kThreads, BackwardRows<D, E>::kBlocksPerSm)
+    dq_kernel(BackwardTensors<E> a, AttentionShape s, float scale_log2) {
+  Backward<D, E>::dq(a, s, scale_log2);
 }
 
 template <class E>
@@ -853,8 +862,8 @@ void forward(const ForwardTensors<E>& a, const AttentionShape& s, float scale, c
 template <class E>
 void backward(const BackwardTensors<E>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   with_head_dim(s.dh, [&]<int D>() {
-    constexpr int kBlockRows = BackwardRows<D, E>::kBlock;  // keys in dk/dv, query rows in dq
-    using Smem = BackwardSmem<D, E, kBlockRows>;
+    constexpr int kBlockRows = Backward<D, E>::kBlock;  // keys in dk/dv, query rows in dq
+    using Smem = typename Backward<D, E>::Shared;
     const size_t dkdv_bytes = Smem::bytes(true), dq_bytes = Smem::bytes(false);
     launch_tiled(dkdv_kernel<D, E>, s.batch * s.kv_heads * ceil_div(s.tk, kBlockRows), kThreads, dkdv_bytes, stream,
                  "attention_backward", a, s, scale * kLog2e);
@@ -874,18 +883,16 @@ bool tf32_attention_available() {
   return available;
 }
 
-void attention_forward_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+void attention_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   forward(a, s, scale, stream);
 }
-void attention_forward_tf32(const ForwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
-                            cudaStream_t stream) {
+void attention_tf32(const ForwardTensors<bfloat16>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   forward(a, s, scale, stream);
 }
-void attention_backward_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
+void attention_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   backward(a, s, scale, stream);
 }
-void attention_backward_tf32(const BackwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
-                             cudaStream_t stream) {
+void attention_tf32(const BackwardTensors<bfloat16>& a, const AttentionShape& s, float scale, cudaStream_t stream) {
   backward(a, s, scale, stream);
 }
 

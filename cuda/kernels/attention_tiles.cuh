@@ -101,6 +101,20 @@ void with_head_dim(int64_t dh, F&& f) {
   else fail("attention", "the CUDA kernel supports head dims up to 128, got ", dh);
 }
 
+// The key tile at k0 of K/V head kvh of batch b into sK and sV, for the kernels that stream key
+// tiles (forward, dq), once every thread is done with the previous tile (and with whatever the
+// kernel computed from it). kLoadHeadTile is the family's loader of a tile of a head's rows, with
+// the tile's size in its template arguments: load_head_tile of attention.cu (padded rows for the
+// SIMT kernels) or of attention_tf32.cu (tensor-core tiles).
+template <auto kLoadHeadTile, class Smem, class Tensors>
+__device__ __forceinline__ void load_key_tile(Smem* sK, Smem* sV, const Tensors& a, int64_t b, int64_t kvh, int64_t k0,
+                                              const AttentionShape& s) {
+  __syncthreads();
+  kLoadHeadTile(sK, a.k, a.ks, b, kvh, k0, s.tk, s.dh);
+  kLoadHeadTile(sV, a.v, a.vs, b, kvh, k0, s.tk, s.dh);
+  __syncthreads();
+}
+
 // A grid of `blocks` tiles (cuda/launch.cuh: launch_kernel).
 template <class... KernelArgs, class... Args>
 void launch_tiled(void (*kernel)(KernelArgs...), int64_t blocks, int threads, size_t bytes, cudaStream_t stream,
@@ -142,17 +156,19 @@ __device__ __forceinline__ RowStats<C> row_stats(const BackwardTensors<T>& a, co
   return {a.lse[at], a.delta[at]};
 }
 
-// A backward block's shared memory, in order: the two tiles of the rows the block owns (keys and
-// values for dk and dv, queries and dout for dq; `own_rows` each), the two tiles of the rows it
-// streams over (`streamed_rows` each), all rows `pitch` elements apart, then `rest`: whatever the
-// kernel keeps after them (a score tile, the statistics of the streamed rows).
+// A backward block's shared memory (the kernel's dynamic shared memory), in order: the two tiles
+// of the rows the block owns (keys and values for dk and dv, queries and dout for dq; `own_rows`
+// each), the two tiles of the rows it streams over (`streamed_rows` each), all rows `pitch`
+// elements apart, then `rest`: whatever the kernel keeps after them (a score tile, the statistics
+// of the streamed rows).
 template <class T>
 struct BackwardTiles {
   T *own_a, *own_b, *streamed_a, *streamed_b, *rest;
 };
 template <class T>
-__device__ __forceinline__ BackwardTiles<T> backward_tiles(void* smem, int own_rows, int streamed_rows, int pitch) {
-  T* own_a = static_cast<T*>(smem);
+__device__ __forceinline__ BackwardTiles<T> backward_tiles(int own_rows, int streamed_rows, int pitch) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* own_a = reinterpret_cast<T*>(smem);
   T* own_b = own_a + own_rows * pitch;
   T* streamed_a = own_b + own_rows * pitch;
   T* streamed_b = streamed_a + streamed_rows * pitch;
@@ -160,14 +176,13 @@ __device__ __forceinline__ BackwardTiles<T> backward_tiles(void* smem, int own_r
 }
 
 // The TF32 tensor-core kernels (attention_tf32.cu), for float32 while TF32 is on and for
-// bfloat16 always, when the build has them (sm_80 or newer).
+// bfloat16 always, when the build has them (sm_80 or newer). One name for the forward and the
+// backward (told apart by their tensors), so that attention.cu picks the kernels of both passes
+// with one helper (run_attention).
 bool tf32_attention_available();
-void attention_forward_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream);
-void attention_forward_tf32(const ForwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
-                            cudaStream_t stream);
-void attention_backward_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale,
-                             cudaStream_t stream);
-void attention_backward_tf32(const BackwardTensors<bfloat16>& a, const AttentionShape& s, float scale,
-                             cudaStream_t stream);
+void attention_tf32(const ForwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream);
+void attention_tf32(const ForwardTensors<bfloat16>& a, const AttentionShape& s, float scale, cudaStream_t stream);
+void attention_tf32(const BackwardTensors<float>& a, const AttentionShape& s, float scale, cudaStream_t stream);
+void attention_tf32(const BackwardTensors<bfloat16>& a, const AttentionShape& s, float scale, cudaStream_t stream);
 
 }  // namespace linea::cuda::attention_tiles

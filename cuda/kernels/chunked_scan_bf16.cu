@@ -3,11 +3,4 @@
 // operands rounded to bfloat16 for the m16n8k16 tensor cores.
 #include "cuda/kernels/chunked_scan_kernels.cuh"
 
-namespace linea::cuda::chunked {
-
-template void forward<float, Products::kBF16>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int,
-                                              cudaStream_t);
-template void backward<float, Products::kBF16>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&,
-                                               const Tensor&, int, cudaStream_t);
-
-}  // namespace linea::cuda::chunked
+LINEA_CHUNKED_SCAN_INSTANCE(float, kBF16)

@@ -742,6 +742,25 @@ __device__ void through_state(T (&out)[kChannelTiles][4], const T* X, const Side
       [&](int c, int n) { return kTransposed ? M[c * P + n] : M[n * P + c]; });
 }
 
+// A side's causal product (o, or dq), the part of a pass that runs forward in time, before its
+// s = t terms and a mild chunk's rescaling (the caller's): first the causal scores of X and Y,
+// decayed on `scores_side`, into the warp's stripe (score_stripe; all stripes, in s.stripes, and
+// their s = t terms in diag stay for the caller and for input_gradient), then
+//   intra = the scores times Z, decayed on z_side (decayed_product),
+//   state = X through the state h (through_state<kTransposed>), decayed from the chunk's start.
+// o: X = q, Y = k (the key side), Z = v; dq: X = dout, Y = v (the value side), Z = k, transposed.
+template <Products kProducts, bool kTransposed, class T>
+__device__ __forceinline__ void causal_parts(T (&intra)[kChannelTiles][4], T (&state)[kChannelTiles][4],
+                                             const ChunkTiles<T>& s, T* stripe, T* diag, const T* X, const T* Y,
+                                             const Side<T>& scores_side, const T* Z, const Side<T>& z_side,
+                                             const WarpPart& w) {
+  score_stripe<kProducts>(stripe, diag, X, Y, scores_side, w);
+  zero(intra);
+  decayed_product<kProducts, true>(intra, s.stripes, Z, z_side, w);
+  zero(state);
+  through_state<kProducts, kTransposed>(state, X, scores_side, s.h, w, false);
+}
+
 // ---- chunk_output ----------------------------------------------------------------------------
 
 // The chunk's outputs once prepare_chunk has run, for a mild chunk (kMild) or any other. The way is
@@ -760,12 +779,8 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
-  score_stripe<kProducts>(stripe, diag, s.q, s.k, key_p, w);  // A
   T o[kChannelTiles][4], inter[kChannelTiles][4];
-  zero(o);
-  decayed_product<kProducts, true>(o, s.stripes, s.v, value_p, w);
-  zero(inter);
-  through_state<kProducts, false>(inter, s.q, key_p, s.h, w, false);
+  causal_parts<kProducts, false>(o, inter, s, stripe, diag, s.q, s.k, key_p, s.v, value_p, w);  // A = q k^T
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T sum = o[n][e] + diag[t - r0] * s.v[t * P + j];
     o[n][e] = kMild ? (sum + inter[n][e]) * value.from_start(t, j) : sum + inter[n][e] * value.from_start(t, j);
@@ -919,11 +934,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
 
   // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
-  score_stripe<kProducts>(stripe, diag, s.q, s.k, key_p, w);  // A, rows t
-  zero(acc);
-  decayed_product<kProducts, true>(acc, s.stripes, s.v, value_p, w);
-  zero(tmp);
-  through_state<kProducts, false>(tmp, s.q, key_p, s.h, w, false);
+  causal_parts<kProducts, false>(acc, tmp, s, stripe, diag, s.q, s.k, key_p, s.v, value_p, w);  // A = q k^T, rows t
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
     s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
@@ -936,11 +947,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   __syncthreads();
 
   // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
-  score_stripe<kProducts>(stripe, diag, s.dout, s.v, value_p, w);  // dA, rows t
-  zero(acc);
-  decayed_product<kProducts, true>(acc, s.stripes, s.k, key_p, w);
-  zero(tmp);
-  through_state<kProducts, true>(tmp, s.dout, value_p, s.h, w, false);
+  causal_parts<kProducts, true>(acc, tmp, s, stripe, diag, s.dout, s.v, value_p, s.k, key_p, w);  // dA = do v^T
   for_each_element(w, [&](int n, int e, int t, int i) {
     acc[n][e] += kMild ? tmp[n][e] : tmp[n][e] * key.from_start(t, i);  // dq~
     s.w[t * P + i] = s.q[t * P + i] * acc[n][e];
@@ -1052,11 +1059,7 @@ class Output {
 template <class T>
 ScanArgs<T> args_of(const ScanTensors& in) {
   ScanArgs<T> a{};
-  a.q = input_of<T>(in.q);
-  a.k = input_of<T>(in.k);
-  a.v = input_of<T>(in.v);
-  a.gk = input_of<T>(in.gk);
-  a.gv = input_of<T>(in.gv);
+  set_recurrence_inputs(a, in, input_of<T>);
   a.heads = in.q.size(1);
   a.sequences = in.q.size(0) * in.q.size(1);
   a.steps = in.q.size(2);
@@ -1189,3 +1192,14 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
 }
 
 }  // namespace linea::cuda::chunked
+
+// The entry points (chunked_scan.h) of one precision, instantiated at global scope: each of
+// chunked_scan_{tf32,bf16,f32,f64}.cu names its own in one line (LINEA_CHUNKED_SCAN_INSTANCE(float, kTF32)),
+// so that the four precisions compile in parallel.
+#define LINEA_CHUNKED_SCAN_INSTANCE(T, PRODUCTS)                                                                    \
+  namespace linea::cuda::chunked {                                                                                  \
+  template void forward<T, Products::PRODUCTS>(const ScanTensors&, const Tensor&, const Tensor&, Tensor*, int,      \
+                                               cudaStream_t);                                                       \
+  template void backward<T, Products::PRODUCTS>(const ScanTensors&, const Tensor&, const Tensor&, const ScanGrads&, \
+                                                const Tensor&, int, cudaStream_t);                                  \
+  }

@@ -17,6 +17,18 @@ struct ScanGrads {
   const Tensor &dq, &dk, &dv, &dgk, &dgv, &dinitial;
 };
 
+// Sets the q, k, v, gk and gv of a kernel's arguments `a` to view(x) of the same-named tensors of
+// `in`: the recurrence's five inputs, as the chunked scan (ScanTensors) and the decoding step
+// (tensor/backend.h: LinearStepInputs, linear_step.cu) hand them to their kernels.
+template <class Args, class Inputs, class View>
+void set_recurrence_inputs(Args& a, const Inputs& in, View&& view) {
+  a.q = view(in.q);
+  a.k = view(in.k);
+  a.v = view(in.v);
+  a.gk = view(in.gk);
+  a.gv = view(in.gv);
+}
+
 // kept (not null): receives the states before every chunk, which chunked_scan_backward then reads
 // instead of recomputing them (chunked_scan_kernels.cuh: Memory). A bfloat16 scan's q, k, v, dout
 // and results are bfloat16 (the kernels widen them as they load them and round as they store),

@@ -29,6 +29,7 @@
 // follows every read of it.
 #include <cmath>
 
+#include "cuda/kernels/gated_scan.h"
 #include "cuda/kernels/rows.cuh"
 #include "tensor/scalar_math.h"
 
@@ -373,11 +374,7 @@ void CudaBackend::linear_attention_step(const LinearStepInputs& in, const Linear
   const cudaStream_t stream = use_device(device_);
   dispatch_floating(in.q.dtype(), op, [&]<class T>() {
     StepArgs<T> a{};
-    a.q = head_rows<T>(in.q);
-    a.k = head_rows<T>(in.k);
-    a.v = head_rows<T>(in.v);
-    a.gk = head_rows<T>(in.gk);
-    a.gv = head_rows<T>(in.gv);
+    set_recurrence_inputs(a, in, head_rows<T>);
     a.gate_a = head_rows<T>(in.gate_a);
     a.gate_c = head_rows<T>(in.gate_c);
     a.key_gate = head_rows<T>(in.key_gate);
