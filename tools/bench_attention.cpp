@@ -13,7 +13,8 @@ namespace linea::cli {
 namespace {
 
 struct Config : bench::TimingOptions {
-  std::string device = "cuda", lengths = "1024,4096,16384", dtype = "float32";
+  std::string device = "cuda", dtype = "float32";
+  bench::ListFlag lengths{"1024,4096,16384"};
   int64_t batch = 8, heads = 8, head_dim = 64, window = 0;
 };
 
@@ -21,7 +22,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   Config c;
   Flags flags(program, "Times the fused causal attention, forward + backward (JSON lines).");
   flags.add("device", &c.device, "cuda or cpu");
-  flags.add("lengths", &c.lengths, "comma-separated sequence lengths");
+  c.lengths.add_to(flags, "lengths", "comma-separated sequence lengths");
   flags.add("batch", &c.batch, "batch");
   flags.add("heads", &c.heads, "heads");
   flags.add("head-dim", &c.head_dim, "head dim");
@@ -32,7 +33,7 @@ int run(const std::string& program, std::span<const std::string> args) {
   if (!bench::parse(flags, args, c)) return 0;
   if (c.batch < 1 || c.heads < 1 || c.head_dim < 1) flags.fail("--batch, --heads and --head-dim must be at least 1");
   if (c.window < 0) flags.fail("--window must be 0 (full causal) or positive");
-  const std::vector<int64_t> lengths = bench::positive_list(flags, "lengths", c.lengths);
+  const std::vector<int64_t> lengths = c.lengths.positive_numbers(flags);
   const Device device = Device::parse(c.device);
   const bench::ThreadsForBench threads(c.threads);
   const int64_t batch = c.batch, heads = c.heads, head_dim = c.head_dim, window = c.window;

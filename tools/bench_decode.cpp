@@ -44,11 +44,12 @@ namespace {
 struct Config : bench::TimingOptions {
   Config() { repeats = 3; }  // a context of 8k tokens takes long enough per run
   std::string device = "cpu";
-  std::string letters = "S,R,F,G";
-  std::string contexts = "512,2048,8192";
-  std::string batches = "1,16";
+  bench::ListFlag letters{"S,R,F,G"};
+  bench::ListFlag contexts{"512,2048,8192"};
+  bench::ListFlag batches{"1,16"};
   std::vector<int64_t> batch_sizes;  // --batches parsed
-  int64_t vocab = 8192, d_model = 512, layers = 6, heads = 8, mlp_hidden = 2048;
+  bench::LmSize size{.vocab = 8192, .d_model = 512, .layers = 6, .heads = 8};
+  int64_t mlp_hidden = 2048;
   int64_t decode_tokens = 32;
   bool compare_steps = false;
   int warmup = 1;
@@ -74,12 +75,12 @@ class DecodeBench {
 
   bench::JsonLine measure(int64_t context) {
     NoGradGuard no_grad;
-    const Tensor ids = randint(0, c_.vocab, {1, context}, device_, &gen_);
+    const Tensor ids = randint(0, c_.size.vocab, {1, context}, device_, &gen_);
     bench::JsonLine line;
     line.add("bench", "decode").add("letter", std::string(1, model_.config().pattern[0]));
     line.add("layer", nn::layer_kind(model_.config().pattern[0]).name).add("device", device_.str());
-    line.add("params", model_.num_parameters()).add("V", c_.vocab).add("d", c_.d_model).add("L", c_.layers);
-    line.add("H", c_.heads).add("mlp", c_.mlp_hidden).add("context", context);
+    line.add("params", model_.num_parameters());
+    bench::add_lm_size(line, c_.size).add("mlp", c_.mlp_hidden).add("context", context);
     if (device_.is_cpu()) line.add("threads", c_.threads);
 
     nn::LanguageModel::State prompt_state;
@@ -125,12 +126,7 @@ class DecodeBench {
 
  private:
   static nn::ModelConfig config(const Config& c, char letter) {
-    nn::ModelConfig mc;
-    mc.vocab_size = c.vocab;
-    mc.d_model = c.d_model;
-    mc.heads = c.heads;
-    mc.pattern = std::string(static_cast<size_t>(c.layers), letter);
-    mc.mlp = nn::MlpKind::GeluTanh;
+    nn::ModelConfig mc = bench::lm_config(c.size, letter);
     mc.mlp_hidden = c.mlp_hidden;
     return mc;
   }
@@ -229,31 +225,28 @@ int run(const std::string& program, std::span<const std::string> args) {
               "Times prompt processing (prefill) and decoding of the standard LM for each layer letter and "
               "context length, with peak memory (JSON lines).");
   flags.add("device", &c.device, "cpu, cuda or cuda:N");
-  flags.add("letters", &c.letters, "comma-separated layer letters, each a model of --layers such layers");
-  flags.add("contexts", &c.contexts, "comma-separated prompt lengths decoding continues from");
-  flags.add("batches", &c.batches, "comma-separated batch sizes of the decode measurement");
+  c.letters.add_to(flags, "letters", "comma-separated layer letters, each a model of --layers such layers");
+  c.contexts.add_to(flags, "contexts", "comma-separated prompt lengths decoding continues from");
+  c.batches.add_to(flags, "batches", "comma-separated batch sizes of the decode measurement");
   flags.add("decode-tokens", &c.decode_tokens, "decode steps timed per run");
-  flags.add("vocab", &c.vocab, "vocabulary");
-  flags.add("d-model", &c.d_model, "width");
-  flags.add("layers", &c.layers, "layers");
-  flags.add("heads", &c.heads, "heads (head dim: d-model / heads)");
+  bench::add_lm_size_flags(flags, c.size, {.heads = "heads (head dim: d-model / heads)"});
   flags.add("mlp-hidden", &c.mlp_hidden, "hidden width of the MLP (GELU tanh)");
   flags.add("compare-steps", &c.compare_steps, "also time the prompt fed token by token through step() (one run)");
   flags.add("warmup", &c.warmup, "untimed runs before each measurement");
   bench::add_timing_flags(flags, c);
   if (!bench::parse(flags, args, c)) return 0;
   if (c.warmup < 0) flags.fail("--warmup must be >= 0");
-  if (c.d_model % std::max<int64_t>(c.heads, 1) != 0) flags.fail("--heads must divide --d-model");
-  for (const auto& [name, value] : {std::pair{"decode-tokens", c.decode_tokens}, {"vocab", c.vocab},
-                                    {"d-model", c.d_model}, {"layers", c.layers}, {"heads", c.heads},
+  const bench::LmSize& size = c.size;
+  if (size.d_model % std::max<int64_t>(size.heads, 1) != 0) flags.fail("--heads must divide --d-model");
+  for (const auto& [name, value] : {std::pair{"decode-tokens", c.decode_tokens}, {"vocab", size.vocab},
+                                    {"d-model", size.d_model}, {"layers", size.layers}, {"heads", size.heads},
                                     {"mlp-hidden", c.mlp_hidden}})
     if (value < 1) flags.fail(std::string("--") + name + " must be at least 1");
-  const std::vector<int64_t> contexts = bench::positive_list(flags, "contexts", c.contexts);
-  c.batch_sizes = bench::positive_list(flags, "batches", c.batches);
+  const std::vector<int64_t> contexts = c.contexts.positive_numbers(flags);
+  c.batch_sizes = c.batches.positive_numbers(flags);
   std::vector<char> letters;
-  for (const std::string& item : bench::split_list(c.letters)) {
-    if (item.size() != 1)
-      flags.fail("--letters takes single layer letters separated by commas, got '" + c.letters + "'");
+  for (const std::string& item : c.letters.items()) {
+    if (item.size() != 1) c.letters.fail(flags, "single layer letters separated by commas", c.letters.text());
     nn::layer_kind(item[0]);  // an unknown letter is an Error listing the known ones
     letters.push_back(item[0]);
   }

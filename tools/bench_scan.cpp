@@ -40,9 +40,9 @@ struct Config : bench::TimingOptions {
   int64_t batch = 16, tokens = 128, d_model = 128, heads = 4, vocab = 112;
   std::string pattern = "RRRR";
   std::string device = "cpu";
-  std::string what;  // default: kernel,op,step on CUDA, op,step on the CPU
-  std::string lengths = "1024,4096,16384";
-  std::string algorithms = "chunked,sequential";
+  bench::ListFlag what;  // default: kernel,op,step on CUDA, op,step on the CPU
+  bench::ListFlag lengths{"1024,4096,16384"};
+  bench::ListFlag algorithms{"chunked,sequential"};
   std::string dtype = "float32";  // kernel: q, k, v and dout (bfloat16: decays and states float32)
 };
 
@@ -98,10 +98,11 @@ JsonLine timing_line(const char* what, const Config& cfg, const Timing& t) {
       .add("cpu_ratio", t.cpu_b / t.cpu_a);
 }
 
-nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const std::string& name) {
+nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const bench::ListFlag& algorithms,
+                                         const std::string& name) {
   if (name == "chunked") return nn::linear::ScanKernel::Chunked;
   if (name == "sequential") return nn::linear::ScanKernel::Sequential;
-  flags.fail("--algorithms takes chunked and sequential, got '" + name + "'");
+  algorithms.fail(flags, "chunked and sequential", name);
 }
 
 // The anchor's kernel shape (see the file's header). The inputs follow torch_bench.py's draws: q, k
@@ -110,10 +111,10 @@ nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const std::string& 
 void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
   const Device device = Device::parse(cfg.device);
   constexpr int64_t B = 8, H = 8, d = 64;
-  for (const int64_t T : bench::positive_list(flags, "lengths", cfg.lengths))
+  for (const int64_t T : cfg.lengths.positive_numbers(flags))
     for (const char* gate : {"gla", "regla"})
-      for (const std::string& name : bench::split_list(cfg.algorithms)) {
-        const nn::linear::ScanKernel kernel = parse_kernel_flag(flags, name);
+      for (const std::string& name : cfg.algorithms.items()) {
+        const nn::linear::ScanKernel kernel = parse_kernel_flag(flags, cfg.algorithms, name);
         Generator gen(1);
         // (B, T, H, d), as the layers' projections, seen as (B, H, T, d).
         // q, k, v and dout in --dtype; the log decays float32 (a bfloat16 scan's are).
@@ -238,9 +239,9 @@ int run(const std::string& program, std::span<const std::string> args) {
               "op and step alternate the two call by call and report medians of wall and process CPU time\n"
               "(ratio = composite / fused).");
   bench::add_timing_flags(flags, cfg);
-  flags.add("what", &cfg.what, "comma-separated: kernel, op, step (default: all on CUDA, op,step on the CPU)");
-  flags.add("lengths", &cfg.lengths, "kernel: comma-separated sequence lengths");
-  flags.add("algorithms", &cfg.algorithms, "kernel: comma-separated: chunked, sequential");
+  cfg.what.add_to(flags, "what", "comma-separated: kernel, op, step (default: all on CUDA, op,step on the CPU)");
+  cfg.lengths.add_to(flags, "lengths", "kernel: comma-separated sequence lengths");
+  cfg.algorithms.add_to(flags, "algorithms", "kernel: comma-separated: chunked, sequential");
   flags.add_choice("dtype", &cfg.dtype, {"float32", "bfloat16"},
                    "kernel: q, k, v and dout (bfloat16: the products on the bfloat16 tensor cores, decays and "
                    "states float32)");
@@ -255,15 +256,16 @@ int run(const std::string& program, std::span<const std::string> args) {
   if (cfg.batch < 1 || cfg.tokens < 1 || cfg.vocab < 1) flags.fail("--batch, --tokens and --vocab must be positive");
   if (cfg.heads < 1 || cfg.d_model % cfg.heads != 0) flags.fail("--heads must divide --d-model");
   const Device device = Device::parse(cfg.device);
-  if (cfg.what.empty()) cfg.what = device.is_cuda() ? "kernel,op,step" : "op,step";
+  const std::string default_what = device.is_cuda() ? "kernel,op,step" : "op,step";
+  const std::string what = cfg.what.text().empty() ? default_what : cfg.what.text();
 
   JsonLinesOut out(cfg.out);
   const bench::ThreadsForBench threads(cfg.threads);
-  for (const std::string& what : bench::split_list(cfg.what)) {
-    if (what == "kernel") bench_kernel(cfg, flags, out);
-    else if (what == "op") bench_op(cfg, out);
-    else if (what == "step") bench_step(cfg, out);
-    else flags.fail("--what takes kernel, op and step, got '" + what + "'");
+  for (const std::string& measurement : bench::split_list(what)) {
+    if (measurement == "kernel") bench_kernel(cfg, flags, out);
+    else if (measurement == "op") bench_op(cfg, out);
+    else if (measurement == "step") bench_step(cfg, out);
+    else cfg.what.fail(flags, "kernel, op and step", measurement);
   }
   return 0;
 }

@@ -31,7 +31,9 @@ namespace {
 struct Config {
   std::string device = "cuda";
   std::string models = "softmax,regla";
-  int64_t vocab = 0, d_model = 0, layers = 0, heads = 0, batch = 0, seq = 0;  // 0: the device's standard
+  // Each 0 until fill_standard() gives it the device's standard.
+  bench::LmSize size;
+  int64_t batch = 0, seq = 0;
   int repeats = 10;
   int warmup = 3;
   std::string out;
@@ -42,10 +44,10 @@ void fill_standard(Config& c, bool cuda) {
   auto pick = [](int64_t& field, int64_t gpu, int64_t cpu, bool on_cuda) {
     if (field == 0) field = on_cuda ? gpu : cpu;
   };
-  pick(c.vocab, 8192, 256, cuda);
-  pick(c.d_model, 512, 128, cuda);
-  pick(c.layers, 6, 4, cuda);
-  pick(c.heads, 8, 4, cuda);
+  pick(c.size.vocab, 8192, 256, cuda);
+  pick(c.size.d_model, 512, 128, cuda);
+  pick(c.size.layers, 6, 4, cuda);
+  pick(c.size.heads, 8, 4, cuda);
   pick(c.batch, 16, 8, cuda);
   pick(c.seq, 1024, 256, cuda);
 }
@@ -53,19 +55,13 @@ void fill_standard(Config& c, bool cuda) {
 void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& out, dist::Communicator* comm) {
   const Device device = comm ? comm->device() : Device::parse(c.device);
   const nn::PrecisionScope precision(nn::parse_precision(c.precision, "bench train"));
-  nn::ModelConfig mc;
-  mc.vocab_size = c.vocab;
-  mc.d_model = c.d_model;
-  mc.heads = c.heads;
-  mc.pattern = std::string(c.layers, name == "softmax" ? 'S' : 'R');
-  mc.mlp = nn::MlpKind::GeluTanh;
   Generator gen(0);
-  nn::LanguageModel model(mc, gen);
+  nn::LanguageModel model(bench::lm_config(c.size, name == "softmax" ? 'S' : 'R'), gen);
   model.to(device);
   train::AdamW optimizer(model.named_parameters(), {.lr = 3e-4, .weight_decay = 0.01});
   Generator data_gen(comm ? comm->rank() : 0);  // each rank its own rows
-  const train::Batch batch{randint(0, c.vocab, {c.batch, c.seq}, device, &data_gen),
-                           randint(0, c.vocab, {c.batch, c.seq}, device, &data_gen)};
+  const train::Batch batch{randint(0, c.size.vocab, {c.batch, c.seq}, device, &data_gen),
+                           randint(0, c.size.vocab, {c.batch, c.seq}, device, &data_gen)};
   std::optional<train::GradientSync> gradients;
   if (comm) gradients.emplace(*comm, model.parameters());
   bool together = false;  // data-parallel steps, or this rank alone
@@ -90,7 +86,7 @@ void bench_model(const Config& c, const std::string& name, bench::JsonLinesOut& 
   const int64_t world = comm ? comm->size() : 1;
   bench::JsonLine line;
   line.add("bench", "train").add("model", name).add("device", device.str()).add("params", model.num_parameters());
-  line.add("V", c.vocab).add("d", c.d_model).add("L", c.layers).add("H", c.heads).add("B", c.batch).add("T", c.seq);
+  bench::add_lm_size(line, c.size).add("B", c.batch).add("T", c.seq);
   line.add("precision", c.precision).add("gpus", world).add("step_ms", ms);
   line.add("tok_s", static_cast<double>(c.batch * c.seq * world) / ms * 1000.0);
   if (comm) line.add("alone_step_ms", alone_ms).add("comm_share", 1.0 - alone_ms / ms);
@@ -108,10 +104,9 @@ int run(const std::string& program, std::span<const std::string> args) {
   Flags flags(program, "Times full training steps of the standard benchmark LM (JSON lines).");
   flags.add("device", &c.device, "cuda (the GPU configuration) or cpu (the CPU configuration)");
   flags.add("models", &c.models, "comma-separated: softmax, regla");
-  flags.add("vocab", &c.vocab, "vocabulary (0: the device's standard)");
-  flags.add("d-model", &c.d_model, "width (0: standard)");
-  flags.add("layers", &c.layers, "layers (0: standard)");
-  flags.add("heads", &c.heads, "heads (0: standard)");
+  bench::add_lm_size_flags(flags, c.size,
+                           {.vocab = "vocabulary (0: the device's standard)", .d_model = "width (0: standard)",
+                            .layers = "layers (0: standard)", .heads = "heads (0: standard)"});
   flags.add("batch", &c.batch, "batch (0: standard)");
   flags.add("seq", &c.seq, "sequence length (0: standard)");
   flags.add("repeats", &c.repeats, "timed steps (the median is reported)");

@@ -137,9 +137,16 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
-std::vector<int64_t> positive_list(const Flags& flags, const std::string& flag, const std::string& text) {
+void ListFlag::add_to(Flags& flags, std::string name, const std::string& help) {
+  name_ = std::move(name);
+  flags.add(name_, &text_, help);
+}
+
+std::vector<std::string> ListFlag::items() const { return split_list(text_); }
+
+std::vector<int64_t> ListFlag::positive_numbers(const Flags& flags) const {
   std::vector<int64_t> values;
-  for (const std::string& item : split_list(text)) {
+  for (const std::string& item : items()) {
     size_t used = 0;
     int64_t value = 0;
     try {
@@ -147,11 +154,35 @@ std::vector<int64_t> positive_list(const Flags& flags, const std::string& flag, 
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != item.size() || value < 1)
-      flags.fail("--" + flag + " takes positive whole numbers separated by commas, got '" + text + "'");
+    if (used == 0 || used != item.size() || value < 1) fail(flags, "positive whole numbers separated by commas", text_);
     values.push_back(value);
   }
   return values;
+}
+
+void ListFlag::fail(const Flags& flags, const std::string& takes, const std::string& got) const {
+  flags.fail("--" + name_ + " takes " + takes + ", got '" + got + "'");
+}
+
+void add_lm_size_flags(Flags& flags, LmSize& size, const LmSizeHelp& help) {
+  flags.add("vocab", &size.vocab, help.vocab);
+  flags.add("d-model", &size.d_model, help.d_model);
+  flags.add("layers", &size.layers, help.layers);
+  flags.add("heads", &size.heads, help.heads);
+}
+
+nn::ModelConfig lm_config(const LmSize& size, char letter) {
+  nn::ModelConfig config;
+  config.vocab_size = size.vocab;
+  config.d_model = size.d_model;
+  config.heads = size.heads;
+  config.pattern = std::string(static_cast<size_t>(size.layers), letter);
+  config.mlp = nn::MlpKind::GeluTanh;
+  return config;
+}
+
+JsonLine& add_lm_size(JsonLine& line, const LmSize& size) {
+  return line.add("V", size.vocab).add("d", size.d_model).add("L", size.layers).add("H", size.heads);
 }
 
 }  // namespace linea::cli::bench

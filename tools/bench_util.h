@@ -1,5 +1,6 @@
 #pragma once
-// What every `linea bench` target shares: median wall times and JSON-lines output.
+// What every `linea bench` target shares: median wall times and JSON-lines output, and the flags
+// that several targets take alike.
 #include <concepts>
 #include <fstream>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "cpu/parallel.h"
+#include "nn/config.h"
 #include "nn/json.h"
 #include "tensor/device.h"
 #include "tensor/scoped_setting.h"
@@ -60,8 +62,26 @@ std::pair<double, double> median_ms_pair(int repeats, const std::function<void()
 void reset_peak_memory(Device device);
 double peak_memory_mib(Device device);
 
-// "1024,4096,16384" -> {1024, 4096, 16384}; a bad or non-positive entry fails the flag by name.
-std::vector<int64_t> positive_list(const Flags& flags, const std::string& flag, const std::string& text);
+// A flag of comma-separated entries, such as --lengths 1024,4096,16384 or --algorithms
+// chunked,sequential. It keeps the name it was added under, so that a bad entry fails under the
+// flag the user typed.
+class ListFlag {
+ public:
+  explicit ListFlag(std::string text = "") : text_(std::move(text)) {}
+  void add_to(Flags& flags, std::string name, const std::string& help);
+
+  const std::string& text() const { return text_; }
+  std::vector<std::string> items() const;  // "a,b,c" -> {"a", "b", "c"}
+  // "1024,4096,16384" -> {1024, 4096, 16384}; a bad or non-positive entry fails the flag.
+  std::vector<int64_t> positive_numbers(const Flags& flags) const;
+  // Fails the flag with "--<name> takes <takes>, got '<got>'".
+  [[noreturn]] void fail(const Flags& flags, const std::string& takes, const std::string& got) const;
+
+ private:
+  std::string name_;
+  std::string text_;
+};
+
 // "a,b,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::string& text);
 
@@ -95,5 +115,27 @@ class JsonLinesOut {
  private:
   std::ofstream file_;
 };
+
+// The size of the language model `bench train` and `bench decode` build: one layer letter
+// repeated, RMSNorm, tied embeddings and a GELU-tanh MLP.
+struct LmSize {
+  int64_t vocab = 0, d_model = 0, layers = 0, heads = 0;
+};
+
+// The help of --vocab, --d-model, --layers and --heads; a target that gives their values a
+// meaning of its own (0: a standard size) says so in its help.
+struct LmSizeHelp {
+  std::string vocab = "vocabulary", d_model = "width", layers = "layers", heads = "heads";
+};
+
+// --vocab, --d-model, --layers and --heads, in that order, bound to size.
+void add_lm_size_flags(Flags& flags, LmSize& size, const LmSizeHelp& help = {});
+
+// The model of size.layers layers of `letter` (the MLP's width: the default 4 D unless the caller
+// sets mlp_hidden).
+nn::ModelConfig lm_config(const LmSize& size, char letter);
+
+// The size as the JSON lines report it: "V", "d", "L" and "H".
+JsonLine& add_lm_size(JsonLine& line, const LmSize& size);
 
 }  // namespace linea::cli::bench

@@ -34,33 +34,39 @@ Tensor composite_attention(const Tensor& q, const Tensor& k, const Tensor& v, in
   return matmul(softmax(scores, -1), v_rep);
 }
 
+// q (B, H, Tq, dh) attending to k and v (B, KV, Tk, dh). A case names each dim once, so q and kv
+// share B and dh by construction.
 struct Case {
   std::string name;
-  Shape q, kv;
+  int64_t batch, heads, kv_heads, queries, keys, head_dim;
   int64_t window = 0;
   std::optional<double> scale = {};
+
+  Shape q() const { return {batch, heads, queries, head_dim}; }
+  Shape kv() const { return {batch, kv_heads, keys, head_dim}; }
 };
 
 const Case kCases[] = {
-    {"causal", {2, 3, 7, 5}, {2, 3, 7, 5}},
-    {"grouped_query", {2, 6, 9, 4}, {2, 2, 9, 4}},
-    {"multi_query", {1, 4, 8, 8}, {1, 1, 8, 8}},
-    {"window", {2, 2, 11, 3}, {2, 2, 11, 3}, 4},
-    {"window_one", {1, 2, 5, 3}, {1, 2, 5, 3}, 1},
-    {"window_longer_than_sequence", {1, 2, 5, 3}, {1, 1, 5, 3}, 50},
-    {"fewer_queries", {2, 4, 3, 6}, {2, 2, 10, 6}},
-    {"fewer_queries_window", {2, 4, 4, 6}, {2, 4, 13, 6}, 5},
-    {"decode_one_query", {3, 4, 1, 8}, {3, 2, 12, 8}},
-    {"decode_one_query_window", {3, 4, 1, 8}, {3, 2, 12, 8}, 3},
-    {"custom_scale", {1, 2, 6, 4}, {1, 2, 6, 4}, 0, 0.37},
-    {"long_threaded", {2, 4, 70, 16}, {2, 2, 70, 16}, 23},
+    // name                         B  H  KV  Tq  Tk  dh  window  scale
+    {"causal",                      2, 3, 3,  7,  7,  5},
+    {"grouped_query",               2, 6, 2,  9,  9,  4},
+    {"multi_query",                 1, 4, 1,  8,  8,  8},
+    {"window",                      2, 2, 2,  11, 11, 3,  4},
+    {"window_one",                  1, 2, 2,  5,  5,  3,  1},
+    {"window_longer_than_sequence", 1, 2, 1,  5,  5,  3,  50},
+    {"fewer_queries",               2, 4, 2,  3,  10, 6},
+    {"fewer_queries_window",        2, 4, 4,  4,  13, 6,  5},
+    {"decode_one_query",            3, 4, 2,  1,  12, 8},
+    {"decode_one_query_window",     3, 4, 2,  1,  12, 8,  3},
+    {"custom_scale",                1, 2, 2,  6,  6,  4,  0,      0.37},
+    {"long_threaded",               2, 4, 2,  70, 70, 16, 23},
 };
 
 // Leaves drawn from a seeded generator, requiring grad.
 std::vector<Tensor> draw(const Case& c, DType dtype, uint64_t seed) {
   Generator gen(seed);
   std::vector<Tensor> xs;
-  for (const Shape& s : {c.q, c.kv, c.kv}) xs.push_back(randn(s, dtype, &gen).requires_grad_());
+  for (const Shape& s : {c.q(), c.kv(), c.kv()}) xs.push_back(randn(s, dtype, &gen).requires_grad_());
   return xs;
 }
 
@@ -69,7 +75,7 @@ void expect_matches_composite(const Case& c, DType dtype, double rtol, double at
   const std::vector<Tensor> xs = draw(c, dtype, 5);
   const Tensor fused = scaled_dot_product_attention(xs[0], xs[1], xs[2], c.window, c.scale);
   const Tensor ref = composite_attention(xs[0], xs[1], xs[2], c.window, c.scale);
-  ASSERT_EQ(fused.shape(), c.q);
+  ASSERT_EQ(fused.shape(), c.q());
   EXPECT_TRUE(all_close(fused, ref, rtol, atol));
   Generator gen(17);
   const Tensor u = randn(fused.shape(), dtype, &gen);

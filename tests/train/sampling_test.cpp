@@ -1,6 +1,6 @@
 // The draw behind generation: sample_tokens on the CPU (cpu/sample.cpp), and sample_from_logits
-// built on it, give exactly the tokens of generate's sampler as it was before the draw became a
-// kernel (kept below, verbatim, as the oracle), on fresh random logits in every mode: greedy,
+// built on it, give exactly the tokens of an oracle written apart from the kernel, from the
+// definition of the draw (reference_draw below), on fresh random logits in every mode: greedy,
 // temperature, top-k, top-p and their combinations, with ties; rows that cannot be sampled get -1;
 // bad input is a clear Error; and HostCopy, which generate reads the tokens through, on the CPU.
 #include <algorithm>
@@ -18,34 +18,45 @@
 namespace linea::train {
 namespace {
 
-// generate's sampler before sample_tokens existed (train/generate.cpp at the merge of 'linearize').
-int64_t old_sample_from_logits(const std::vector<double>& logits, const SampleOptions& o, double u) {
-  const int64_t v = static_cast<int64_t>(logits.size());
-  if (o.temperature == 0.0) return std::max_element(logits.begin(), logits.end()) - logits.begin();
-  std::vector<int64_t> order(v);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
-  const int64_t k = o.top_k > 0 ? std::min(o.top_k, v) : v;
-  std::vector<double> p(k);
-  const double top = logits[order[0]];
-  for (int64_t i = 0; i < k; ++i) p[i] = std::exp((logits[order[i]] - top) / o.temperature);
-  const double total = std::accumulate(p.begin(), p.end(), 0.0);
-  int64_t keep = k;
-  double running = 0.0;
-  for (int64_t i = 0; i < k; ++i) {
-    running += p[i] / total;
-    if (running >= o.top_p) {
-      keep = i + 1;
-      break;
-    }
-  }
-  const double kept_total = std::accumulate(p.begin(), p.begin() + keep, 0.0);
-  double threshold = u * kept_total;
-  for (int64_t i = 0; i < keep; ++i) {
-    threshold -= p[i];
-    if (threshold < 0) return order[i];
-  }
-  return order[keep - 1];
+// The draw as defined, written independently of cpu/sample.cpp so that a slip in the kernel cannot
+// hide behind the same slip here. Candidates are (logit, id) pairs in decreasing logit, equal
+// logits by increasing id (-0.0 equals +0.0, and two -inf are equal too, so the lower id comes
+// first, as generate's sampler has always ordered them); greedy takes the first. Otherwise the
+// first top_k candidates weigh exp((logit - top) / T), the nucleus is the shortest prefix whose
+// share of that weight reaches top_p, and u picks from the nucleus through its inverse CDF.
+int64_t reference_draw(const std::vector<double>& logits, const SampleOptions& o, double u) {
+  struct Candidate {
+    double logit;
+    int64_t id;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t id = 0; id < logits.size(); ++id) candidates.push_back({logits[id], static_cast<int64_t>(id)});
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+  });
+  if (o.temperature == 0.0) return candidates.front().id;
+
+  const size_t k = o.top_k > 0 ? std::min(static_cast<size_t>(o.top_k), candidates.size()) : candidates.size();
+  std::vector<double> weights;
+  for (size_t i = 0; i < k; ++i)
+    weights.push_back(std::exp((candidates[i].logit - candidates.front().logit) / o.temperature));
+  double total = 0.0;
+  for (double w : weights) total += w;
+
+  std::vector<double> cumulative_share(k);
+  std::transform(weights.begin(), weights.end(), cumulative_share.begin(), [&](double w) { return w / total; });
+  std::partial_sum(cumulative_share.begin(), cumulative_share.end(), cumulative_share.begin());
+  const auto reaches_top_p = std::find_if(cumulative_share.begin(), cumulative_share.end(),
+                                          [&](double share) { return share >= o.top_p; });
+  const size_t nucleus =
+      reaches_top_p == cumulative_share.end() ? k : static_cast<size_t>(reaches_top_p - cumulative_share.begin()) + 1;
+
+  // Inverse CDF: the first candidate whose cumulative weight passes u times the nucleus' weight
+  // (the last one should rounding leave u short of every step).
+  std::vector<double> cdf(weights.begin(), weights.begin() + static_cast<std::ptrdiff_t>(nucleus));
+  std::partial_sum(cdf.begin(), cdf.end(), cdf.begin());
+  const auto drawn = std::upper_bound(cdf.begin(), cdf.end(), u * cdf.back());
+  return candidates[drawn == cdf.end() ? nucleus - 1 : static_cast<size_t>(drawn - cdf.begin())].id;
 }
 
 // Every mode and their combinations; top_k beyond V and a top_p so small that one token is kept.
@@ -71,7 +82,7 @@ Tensor random_logits(int64_t rows, int64_t vocab, int kind, Generator& gen) {
   return from_vector<double>(v, {rows, vocab});
 }
 
-TEST(SampleTokens, CpuMatchesTheOldSamplerOnRandomLogits) {
+TEST(SampleTokens, CpuMatchesTheReferenceDrawOnRandomLogits) {
   const std::vector<SampleOptions> modes = every_mode();
   int64_t compared = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
@@ -85,7 +96,7 @@ TEST(SampleTokens, CpuMatchesTheOldSamplerOnRandomLogits) {
       const std::vector<int64_t> ids = sample_tokens(logits, u, sampling_params(o)).to_vector<int64_t>();
       for (int64_t r = 0; r < rows; ++r) {
         const std::vector<double> row(x.begin() + r * vocab, x.begin() + (r + 1) * vocab);
-        const int64_t expected = old_sample_from_logits(row, o, us[r]);
+        const int64_t expected = reference_draw(row, o, us[r]);
         ASSERT_EQ(ids[r], expected) << "seed " << seed << " V " << vocab << " row " << r << " T " << o.temperature
                                     << " top_k " << o.top_k << " top_p " << o.top_p << " u " << us[r];
         ASSERT_EQ(sample_from_logits(row, o, us[r]), expected);
@@ -104,7 +115,7 @@ TEST(SampleTokens, Float32LogitsDrawWhatTheirDoubleValuesDraw) {
   for (const SampleOptions& o : every_mode()) {
     const std::vector<int64_t> ids = sample_tokens(logits, u, sampling_params(o)).to_vector<int64_t>();
     for (int64_t r = 0; r < 4; ++r)
-      EXPECT_EQ(ids[r], old_sample_from_logits(std::vector<double>(x.begin() + r * 40, x.begin() + (r + 1) * 40), o, us[r]));
+      EXPECT_EQ(ids[r], reference_draw(std::vector<double>(x.begin() + r * 40, x.begin() + (r + 1) * 40), o, us[r]));
   }
 }
 
