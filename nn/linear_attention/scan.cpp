@@ -367,8 +367,6 @@ const names::Table<ScanKernel> kKernelNames[] = {
 }  // namespace
 
 std::string scan_kernel_name(ScanKernel kernel) { return names::name_in(kKernelNames, kernel); }
-ScanKernel parse_scan_kernel(const std::string& name) {
-  return names::parse_in(kKernelNames, name, "scan", "scan kernel");
-}
+ScanKernel parse_scan_kernel(const std::string& name) { return names::parse_in(kKernelNames, name, "scan", "scan kernel"); }
 
 }  // namespace linea::nn::linear

@@ -15,9 +15,7 @@ const names::Table<WqkvScale> kScaleNames[] = {{WqkvScale::InvSqrtDim, "inv_sqrt
 }  // namespace
 
 std::string wqkv_scale_name(WqkvScale scale) { return names::name_in(kScaleNames, scale); }
-WqkvScale parse_wqkv_scale(const std::string& name) {
-  return names::parse_in(kScaleNames, name, "WqkvPooling", "scale");
-}
+WqkvScale parse_wqkv_scale(const std::string& name) { return names::parse_in(kScaleNames, name, "WqkvPooling", "scale"); }
 
 WqkvPooling::WqkvPooling(const WqkvConfig& config, Generator& gen) : config_(config) {
   WqkvConfig& c = config_;
