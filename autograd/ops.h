@@ -69,30 +69,31 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
 // ---- unary elementwise ----
-Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor logsigmoid(const Tensor& x);
-Tensor softplus(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor elu(const Tensor& x, double alpha = 1.0);
+// Each with the derivative its backward multiplies by (autograd/ops/unary.cpp), y = f(x).
+Tensor neg(const Tensor& x);    // dy/dx = -1
+Tensor exp(const Tensor& x);    // y
+Tensor log(const Tensor& x);    // 1 / x
+Tensor sqrt(const Tensor& x);   // 1 / (2 y)
+Tensor rsqrt(const Tensor& x);  // -y^3 / 2
+Tensor abs(const Tensor& x);    // sign(x), 0 at the kink
+Tensor sin(const Tensor& x);    // cos(x)
+Tensor cos(const Tensor& x);    // -sin(x)
+Tensor tanh(const Tensor& x);   // 1 - y^2
+Tensor sigmoid(const Tensor& x);     // y (1 - y)
+Tensor logsigmoid(const Tensor& x);  // sigmoid(-x)
+Tensor softplus(const Tensor& x);    // sigmoid(x)
+Tensor relu(const Tensor& x);        // [x > 0]
+Tensor elu(const Tensor& x, double alpha = 1.0);  // 1 for x > 0, else alpha e^x
 enum class GeluApprox { None, Tanh };  // None: exact, with erf
-Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
-Tensor silu(const Tensor& x);
-Tensor pow(const Tensor& x, double exponent);
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
-Tensor square(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor sign(const Tensor& x);  // gradient zero
+Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);  // Phi(x) + x phi(x), or the tanh form's
+Tensor silu(const Tensor& x);  // s (1 + x (1 - s)), s = sigmoid(x)
+Tensor pow(const Tensor& x, double exponent);  // p x^(p - 1)
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);  // [min < x < max]
+Tensor square(const Tensor& x);      // 2 x
+Tensor reciprocal(const Tensor& x);  // -y^2
+Tensor log1p(const Tensor& x);       // 1 / (1 + x)
+Tensor expm1(const Tensor& x);       // y + 1
+Tensor sign(const Tensor& x);        // piecewise constant: no gradient
 
 // ---- binary elementwise with NumPy broadcasting; both operands of one float dtype ----
 Tensor add(const Tensor& a, const Tensor& b);

@@ -31,7 +31,7 @@ struct AdamWOptions {
 
 class AdamW : public OptimizerWith<AdamWOptions> {
  public:
-  explicit AdamW(std::vector<NamedParameter> params, AdamWOptions options = {});
+  explicit AdamW(std::vector<NamedParameter> params, AdamWOptions options = {});  // betas in [0, 1), eps > 0
 
  protected:
   // Gathers the parameter's update; the last parameter with a gradient in this step runs them all.

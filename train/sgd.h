@@ -21,7 +21,7 @@ struct SGDOptions {
 
 class SGD : public OptimizerWith<SGDOptions> {
  public:
-  explicit SGD(std::vector<NamedParameter> params, SGDOptions options = {});
+  explicit SGD(std::vector<NamedParameter> params, SGDOptions options = {});  // nesterov needs momentum > 0
 
  protected:
   void update(Slot& slot, const Tensor& grad, double grad_scale) override;

@@ -75,11 +75,10 @@ class DeltaNet : public SequenceMixer {
  public:
   DeltaNet(const DeltaNetConfig& config, Generator& gen);
 
-  Tensor forward(const Tensor& x) override;  // (B, T, D) -> (B, T, D)
-  std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
-  Tensor step(const Tensor& x, DecodeState& state) override;  // (B, D) -> (B, D)
-  // chunked_delta_rule from the state's S, keeping its final S.
-  Tensor prefill(const Tensor& x, DecodeState& state) override;
+  Tensor forward(const Tensor& x) override;  // chunked_delta_rule from S = 0: (B, T, D) -> (B, T, D)
+  std::unique_ptr<DecodeState> init_state(int64_t batch) const override;  // S = 0, (B, H, dv, dk)
+  Tensor step(const Tensor& x, DecodeState& state) override;  // delta_rule_step: (B, D) -> (B, D)
+  Tensor prefill(const Tensor& x, DecodeState& state) override;  // chunked_delta_rule from S, keeping the last S
 
   const DeltaNetConfig& config() const { return config_; }
 

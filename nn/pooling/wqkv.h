@@ -73,10 +73,10 @@ class WqkvPooling : public SequenceMixer {
  public:
   WqkvPooling(const WqkvConfig& config, Generator& gen);
 
-  Tensor forward(const Tensor& x) override;  // (B, T, D) -> (B, T, D)
-  std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
-  Tensor step(const Tensor& x, DecodeState& state) override;  // (B, D) -> (B, D)
-  Tensor prefill(const Tensor& x, DecodeState& state) override;
+  Tensor forward(const Tensor& x) override;  // pool() from the start: (B, T, D) -> (B, T, D)
+  std::unique_ptr<DecodeState> init_state(int64_t batch) const override;  // empty sums, max = -inf
+  Tensor step(const Tensor& x, DecodeState& state) override;  // the sums rescaled to the new max, plus the token's
+  Tensor prefill(const Tensor& x, DecodeState& state) override;  // pool() from the state's sums
 
   const WqkvConfig& config() const { return config_; }
 

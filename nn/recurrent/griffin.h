@@ -44,10 +44,10 @@ class GriffinBlock : public SequenceMixer {
  public:
   GriffinBlock(const GriffinConfig& config, Generator& gen);
 
-  Tensor forward(const Tensor& x) override;  // (B, T, D) -> (B, T, D)
-  std::unique_ptr<DecodeState> init_state(int64_t batch) const override;
-  Tensor step(const Tensor& x, DecodeState& state) override;  // (B, D) -> (B, D)
-  Tensor prefill(const Tensor& x, DecodeState& state) override;
+  Tensor forward(const Tensor& x) override;  // mix() from zeros: (B, T, D) -> (B, T, D)
+  std::unique_ptr<DecodeState> init_state(int64_t batch) const override;  // conv's and lru's init_state
+  Tensor step(const Tensor& x, DecodeState& state) override;  // one conv window, one RG-LRU step: (B, D) -> (B, D)
+  Tensor prefill(const Tensor& x, DecodeState& state) override;  // mix() from the state's conv inputs and h
 
   const GriffinConfig& config() const { return config_; }  // lru.width resolved
   int64_t width() const { return config_.lru.width; }
