@@ -344,6 +344,12 @@ __device__ __forceinline__ void exp_both(double x, T& up, T& down) {
 // U_n and W_n need only chunk n's inputs: chunk_updates computes them for every chunk at once, on
 // the tensor cores. What is left sequential is elementwise: state_scan walks the chunks with a few
 // elements of the 64 x 64 state per thread, and no product or exponential on its critical path.
+// Why not one kernel walking the chunks with the state on chip, as FlashLinearAttention's state
+// passes do: it was built (three ways, the last warp-specialized) and measured slower on an H200,
+// 877 us a pass against 615 + 201 here at B = 8, H = 8, d = 64, T = 16k. A chunk's decay factors,
+// exact to float rounding (sums in double, exp_to), are most of its work; here they run in
+// independent blocks at full occupancy, in a walk they sit on the sequential path
+// (docs/benchmarks.md).
 
 constexpr int kUpdateWarps = 4 * kSplit;  // chunk_updates: 16 rows x 64 / kSplit columns of the update per warp
 constexpr int kScanThreads = 256;
