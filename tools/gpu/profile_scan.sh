@@ -17,7 +17,9 @@ ncu --import $OUT/scan.ncu-rep --print-summary none --page details 2>/dev/null |
   grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Shared Memory Config|Achieved Occupancy|Theoretical Occ|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Stall|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Executed Ipc A|Local Memory|Bank" | head -${LINES_MAX:-160}
 # With SOURCE=1 (build with -DCMAKE_CUDA_FLAGS=-lineinfo): the stall samples by source line of the
 # first kernel that KERNELS matches.
+# With UNITS as well (blocks x chunks of that launch), where its instructions go, per block and chunk.
 if [ -n "$SOURCE" ]; then
   ncu --import $OUT/scan.ncu-rep --page source --csv --print-source sass > $OUT/scan_source.csv 2>&1
   python3 tools/gpu/top_source_lines.py $OUT/scan_source.csv ${TOP:-50}
+  if [ -n "$UNITS" ]; then python3 tools/gpu/instruction_segments.py $OUT/scan_source.csv 15 $UNITS; fi
 fi
