@@ -6,29 +6,19 @@ code: a loop body, one side of a branch); segments are listed by the instruction
 largest first (N of them, 15 by default), with their stall samples and their first instructions.
 UNITS divides the counts (say blocks x chunks, for warp instructions per block and chunk), which
 is how the state-pass experiment in docs/benchmarks.md was read."""
-import csv
 import sys
 
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+from ncu_source_page import number, read
+
+header, body, samples = read(sys.argv[1])
 top = int(sys.argv[2]) if len(sys.argv) > 2 else 15
 units = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
-header_at = next(i for i, r in enumerate(rows) if "Source" in r and "Address" in r)
-header = rows[header_at]
 source, address = header.index("Source"), header.index("Address")
 executed = header.index("Instructions Executed")
-samples = next(i for i, c in enumerate(header) if "Sampling" in c and "All" in c)
-
-
-def number(text):
-    try:
-        return float(text.replace(",", ""))
-    except ValueError:
-        return 0.0
-
 
 segments = []  # [first address, instructions, executions of each, executed in all, stall samples]
-for r in rows[header_at + 1:]:
-    if len(r) <= max(executed, samples):
+for r in body:
+    if len(r) <= executed:
         continue
     count = number(r[executed])
     if segments and abs(segments[-1][2] - count) < 1:
