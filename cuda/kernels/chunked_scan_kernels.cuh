@@ -557,7 +557,7 @@ struct ChunkTiles {
   double *Lk, *Lv;             // the two sides' cumulative log decays
   T *q, *k, *v, *h;            // forward and backward (the backward's dout and dh follow)
   T *dout, *dh;                // backward only
-  T *w, *z;                    // the raw decays while loading; in the backward, the decay gradients' terms
+  T *w, *z;                    // the raw decays while loading; in the backward, then the decay gradients' sums
   T *stripes, *diag;           // each warp's score stripe and its s = t terms
   T *key_last, *value_last;    // exp(Lk_last), exp(Lv_last) per channel (mild chunks)
   T *gk_state, *gv_state;      // backward: the decayed-h terms of the decay gradients (kWidth each)
@@ -816,52 +816,129 @@ __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(
 
 // ---- chunk_gradient ----------------------------------------------------------------------------
 
-// The decay gradient of one side over the chunk, from the block's per-position terms (see the
-// file's header): dg_t = sum_{u >= t} w_u + sum_{s < t} z_s + state_term, per channel, or summed
-// over channels for one decay per step. Overwrites w; `scratch` takes 2 kThreads values. Each
-// column's sums run in kThreads / kWidth segments of rows at once: a segment first adds its own
-// rows, then starts from the totals of the segments after it (w) and before it (z), in a fixed
-// order (deterministic).
+// A side's per-position terms of its decay gradient (the file's header), held by the warps in the
+// accumulator layout of their 16 positions x 64 / kSplit channels (for_each_element):
+//   dg_t = sum_{u >= t} w_u + sum_{s < t} z_s + the carried state's term.
 template <class T>
-__device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int mode, const Operand<T>& out,
-                                     const Place& p, int64_t part, int64_t steps, int64_t c0, int64_t width,
-                                     T* scratch) {
+struct DecayTerms {
+  T w[kChannelTiles][4], z[kChannelTiles][4];
+};
+
+// A warp's scans down its stripe's 16 rows, per column, of values in the accumulator layout: lane
+// 4 g + t holds rows g (elements 0, 1) and g + 8 (elements 2, 3). The shuffles move along g.
+// Inclusive sums from the end (x_t + x_{t+1} + ... + x_15): the stripe's total is at g = 0.
+template <class T>
+__device__ __forceinline__ void stripe_suffix_sums(T (&x)[kChannelTiles][4], int g, int t) {
+#pragma unroll
+  for (int n = 0; n < kChannelTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+#pragma unroll
+      for (int off = 1; off < 8; off *= 2) {
+        const T later = __shfl_down_sync(0xffffffffu, x[n][e], 4 * off);
+        if (g + off < 8) x[n][e] += later;
+      }
+#pragma unroll
+  for (int n = 0; n < kChannelTiles; ++n)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) x[n][b] += __shfl_sync(0xffffffffu, x[n][2 + b], t);  // + rows 8..15
+}
+// Exclusive sums from the start (x_0 + ... + x_{t-1}), and the stripe's totals of the lane's
+// columns (total[n][b]: element b's column of tile n; every lane gets them).
+template <class T>
+__device__ __forceinline__ void stripe_prefix_sums(T (&x)[kChannelTiles][4], T (&total)[kChannelTiles][2], int g,
+                                                   int t) {
+#pragma unroll
+  for (int n = 0; n < kChannelTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // rows 0..7 (e < 2) before rows 8..15
+#pragma unroll
+      for (int off = 1; off < 8; off *= 2) {
+        const T earlier = __shfl_up_sync(0xffffffffu, x[n][e], 4 * off);
+        if (g >= off) x[n][e] += earlier;
+      }
+      const T before = __shfl_up_sync(0xffffffffu, x[n][e], 4);  // inclusive -> exclusive
+      const T half_total = __shfl_sync(0xffffffffu, x[n][e], 28 + t);
+      x[n][e] = g > 0 ? before : T(0);
+      const int b = e & 1;
+      if (e < 2) {
+        total[n][b] = half_total;
+      } else {
+        x[n][e] += total[n][b];
+        total[n][b] += half_total;
+      }
+    }
+}
+
+// Writes a side's decay gradient over the chunk from the warps' terms (DecayTerms; consumed): each
+// warp scans its stripe (a suffix sum of w and an exclusive prefix sum of z, per column), then adds
+// the totals of the stripes after it (w) and before it (z), exchanged through `scratch`
+// (2 kStripes kWidth values, kSplit kChunk more for one decay per step), in a fixed order
+// (deterministic). With one decay per step the channels' sums are added up per position. The
+// block's barrier here also orders everything the warps read before it (the score stripes) before
+// what they write after it.
+template <class T>
+__device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_term, int mode, const Operand<T>& out,
+                                     const Place& p, const WarpPart& w, int64_t part, int64_t steps, int64_t c0,
+                                     int64_t width, T* scratch) {
   using G = Geometry<T>;
-  constexpr int C = G::kChunk, P = G::kPitch, N = G::kThreads;
-  constexpr int kSegments = N / kWidth, kRows = C / kSegments;
-  static_assert(N % kWidth == 0 && C % kSegments == 0, "whole segments of rows per column");
-  if (mode == kNoDecay || !out.present()) return;  // the same for the whole block
-  const int c = threadIdx.x % kWidth, segment = threadIdx.x / kWidth, t0 = segment * kRows;
-  T w_total = 0, z_total = 0;
-  for (int t = t0; t < t0 + kRows; ++t) {
-    w_total += w[t * P + c];
-    z_total += z[t * P + c];
-  }
-  scratch[segment * kWidth + c] = w_total;
-  scratch[(kSegments + segment) * kWidth + c] = z_total;
-  __syncthreads();
-  T suffix = 0, prefix = state_term[c];
-  for (int q = 0; q < kSegments; ++q) {
-    if (q > segment) suffix += scratch[q * kWidth + c];
-    if (q < segment) prefix += scratch[(kSegments + q) * kWidth + c];
-  }
-  for (int t = t0 + kRows - 1; t >= t0; --t) w[t * P + c] = suffix += w[t * P + c];
-  for (int t = t0; t < t0 + kRows; ++t) {
-    w[t * P + c] += prefix;
-    prefix += z[t * P + c];
+  constexpr int C = G::kChunk;
+  const bool wanted = mode != kNoDecay && out.present();  // the same for the whole block
+  const FragmentLane l = fragment_lane();
+  const Columns cols = channel_columns(w);
+  T* later_totals = scratch;                   // (kStripes, kWidth): each stripe's sum of w
+  T* earlier_totals = scratch + G::kStripes * kWidth;  // and of z
+  T z_total[kChannelTiles][2];
+  if (wanted) {
+    stripe_suffix_sums(terms.w, l.g, l.t);
+    stripe_prefix_sums(terms.z, z_total, l.g, l.t);
+#pragma unroll
+    for (int n = 0; n < kChannelTiles; ++n)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int c = cols.of(l, n, b);
+        if (l.g == 0) later_totals[w.a * kWidth + c] = terms.w[n][b];
+        if (l.g == 0) earlier_totals[w.a * kWidth + c] = z_total[n][b];
+      }
   }
   __syncthreads();
+  if (!wanted) return;
+  T dg[kChannelTiles][4];
+#pragma unroll
+  for (int n = 0; n < kChannelTiles; ++n)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int c = cols.of(l, n, b);
+      T later = 0, earlier = state_term[c];
+      for (int q = 0; q < G::kStripes; ++q) {
+        if (q > w.a) later += later_totals[q * kWidth + c];
+        if (q < w.a) earlier += earlier_totals[q * kWidth + c];
+      }
+      for (int e = b; e < 4; e += 2) dg[n][e] = (terms.w[n][e] + later) + (earlier + terms.z[n][e]);
+    }
   const int64_t p0 = p.index * C;
   if (mode == kChannelDecay) {
-    for (int e = threadIdx.x; e < C * kWidth; e += N) {
-      const int t = e / kWidth, ch = e % kWidth;
-      if (p0 + t < steps && c0 + ch < width) out.store(p.b, p.h, p0 + t, part, c0 + ch, w[t * P + ch]);
-    }
+    for_each_element(w, [&](int n, int e, int t, int c) {
+      if (p0 + t < steps && c0 + c < width) out.store(p.b, p.h, p0 + t, part, c0 + c, dg[n][e]);
+    });
     return;
   }
-  for (int t = threadIdx.x; t < C; t += N) {
+  // One decay per step: each position's sum over the 64 channels, the warp's 64 / kSplit first
+  // (across the lane's elements, then its quad), then the kSplit warps' in order.
+  T* row_parts = earlier_totals + G::kStripes * kWidth;  // (kSplit, kChunk)
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
     T sum = 0;
-    for (int ch = 0; ch < kWidth; ++ch) sum += w[t * P + ch];
+#pragma unroll
+    for (int n = 0; n < kChannelTiles; ++n) sum += dg[n][2 * half] + dg[n][2 * half + 1];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (l.t == 0) row_parts[w.h * C + w.r0() + l.g + 8 * half] = sum;
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < C; t += G::kThreads) {
+    T sum = 0;
+    for (int h = 0; h < kSplit; ++h) sum += row_parts[h * C + t];
     if (p0 + t < steps) out.store(p.b, p.h, p0 + t, part, 0, sum);
   }
 }
@@ -875,9 +952,10 @@ __device__ void write_decay_gradient(T* w, const T* z, const T* state_term, int 
 //   dx       = dx~ + diag carried + dx^state (rescaled in a mild chunk),
 // and the side's decay-gradient terms w -= x dx~, z = x dx^state (the file's header).
 template <Products kProducts, bool kStateTransposed, class T>
-__device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s, const WarpPart& w, const T* diag,
-                               const T* score_cols, const Side<T>& other, const T* other_last, const T* x,
-                               const T* carried, const Side<T>& own, const Scaling<T>& scaling) {
+__device__ void input_gradient(T (&dx)[kChannelTiles][4], DecayTerms<T>& terms, const ChunkTiles<T>& s,
+                               const WarpPart& w, const T* diag, const T* score_cols, const Side<T>& other,
+                               const T* other_last, const T* x, const T* carried, const Side<T>& own,
+                               const Scaling<T>& scaling) {
   constexpr int P = Geometry<T>::kPitch;
   const int r0 = w.r0();
   const bool mild = scaling.mild;
@@ -888,8 +966,8 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], const ChunkTiles<T>& s
   through_state<kProducts, kStateTransposed>(state, score_cols, other, s.dh, w, true, mild ? other_last : nullptr);
   for_each_element(w, [&](int n, int e, int t, int c) {
     const T through = state[n][e] * scaling.to_end(t, c);
-    s.w[t * P + c] -= x[t * P + c] * dx[n][e];
-    s.z[t * P + c] = (mild ? x[t * P + c] * scaling.from_start(t, c) : x[t * P + c]) * through;
+    terms.w[n][e] -= x[t * P + c] * dx[n][e];
+    terms.z[n][e] = (mild ? x[t * P + c] * scaling.from_start(t, c) : x[t * P + c]) * through;
     const T sum = dx[n][e] + diag[t - r0] * carried[t * P + c];
     dx[n][e] = (mild ? sum * scaling.inverse(t, c) : sum) + through;
   });
@@ -937,35 +1015,33 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   T* stripe = s.stripes + w.a * kSub * G::kStripePitch;
   T* diag = s.diag + w.a * kSub;
   T acc[kChannelTiles][4], tmp[kChannelTiles][4];
+  DecayTerms<T> terms;
   const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
 
   // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
   causal_parts<kProducts, false>(acc, tmp, s, stripe, diag, s.q, s.k, key_p, s.v, value_p, w);  // A = q k^T, rows t
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
-    s.w[t * P + j] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
+    terms.w[n][e] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
   });
-  input_gradient<kProducts, false>(acc, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
+  input_gradient<kProducts, false>(acc, terms, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
-  __syncthreads();
-  write_decay_gradient(s.w, s.z, s.gv_state, a.value_mode, a.grad_gv, p,
-                       a.value_mode == kScalarDecay ? scalar_part : p.kt, a.steps, vc, a.dv, s.stripes);
-  __syncthreads();
+  write_decay_gradient(terms, s.gv_state, a.value_mode, a.grad_gv, p, w,
+                       a.value_mode == kScalarDecay ? scalar_part : p.kt, a.steps, vc, a.dv, s.w);
 
   // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
   causal_parts<kProducts, true>(acc, tmp, s, stripe, diag, s.dout, s.v, value_p, s.k, key_p, w);  // dA = do v^T
   for_each_element(w, [&](int n, int e, int t, int i) {
     acc[n][e] += kMild ? tmp[n][e] : tmp[n][e] * key.from_start(t, i);  // dq~
-    s.w[t * P + i] = s.q[t * P + i] * acc[n][e];
+    terms.w[n][e] = s.q[t * P + i] * acc[n][e];
     const T dq = acc[n][e] + diag[t - r0] * s.k[t * P + i];
     acc[n][e] = kMild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
-  input_gradient<kProducts, true>(acc, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
+  input_gradient<kProducts, true>(acc, terms, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
-  __syncthreads();
-  write_decay_gradient(s.w, s.z, s.gk_state, a.key_mode, a.grad_gk, p, a.key_mode == kScalarDecay ? scalar_part : p.vt,
-                       a.steps, kc, a.dk, s.stripes);
+  write_decay_gradient(terms, s.gk_state, a.key_mode, a.grad_gk, p, w, a.key_mode == kScalarDecay ? scalar_part : p.vt,
+                       a.steps, kc, a.dk, s.z);
 }
 
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
