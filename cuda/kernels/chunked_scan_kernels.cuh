@@ -554,13 +554,14 @@ struct ChunkTiles {
   static constexpr int kLog = G::kChunk * G::kLogPitch;  // cumulative log decays (double)
   static constexpr int kState = kWidth * G::kPitch;      // a state tile
   static constexpr int kStripes = G::kStripes * kSub * G::kStripePitch;
+  static constexpr int kStateTermParts = G::kThreads / (2 * kWidth);  // chunk_gradient_body
   double *Lk, *Lv;             // the two sides' cumulative log decays
   T *q, *k, *v, *h;            // forward and backward (the backward's dout and dh follow)
   T *dout, *dh;                // backward only
   T *w, *z;                    // the raw decays while loading; in the backward, then the decay gradients' sums
   T *stripes, *diag;           // each warp's score stripe and its s = t terms
   T *key_last, *value_last;    // exp(Lk_last), exp(Lv_last) per channel (mild chunks)
-  T *gk_state, *gv_state;      // backward: the decayed-h terms of the decay gradients (kWidth each)
+  T *gk_state, *gv_state;      // backward: the decay gradients' carried-state terms (kStateTermParts x kWidth parts)
 
   __device__ ChunkTiles(unsigned char* bytes, bool backward) {
     Lk = reinterpret_cast<double*>(bytes);
@@ -572,11 +573,11 @@ struct ChunkTiles {
     w = take(kTile), z = take(kTile);
     stripes = take(kStripes), diag = take(G::kStripes * kSub);
     key_last = take(kWidth), value_last = take(kWidth);
-    if (backward) gk_state = take(kWidth), gv_state = take(kWidth);
+    if (backward) gk_state = take(kStateTermParts * kWidth), gv_state = take(kStateTermParts * kWidth);
   }
   static constexpr size_t bytes(bool backward) {
     return sizeof(double) * 2 * kLog + sizeof(T) * (5 * kTile + kState + kStripes + G::kStripes * kSub + 2 * kWidth +
-                                                    (backward ? kTile + kState + 2 * kWidth : 0));
+                                                    (backward ? kTile + kState + 2 * kStateTermParts * kWidth : 0));
   }
 };
 
@@ -873,14 +874,14 @@ __device__ __forceinline__ void stripe_prefix_sums(T (&x)[kChannelTiles][4], T (
 // Writes a side's decay gradient over the chunk from the warps' terms (DecayTerms; consumed): each
 // warp scans its stripe (a suffix sum of w and an exclusive prefix sum of z, per column), then adds
 // the totals of the stripes after it (w) and before it (z), exchanged through `scratch`
-// (2 kStripes kWidth values, kSplit kChunk more for one decay per step), in a fixed order
-// (deterministic). With one decay per step the channels' sums are added up per position. The
-// block's barrier here also orders everything the warps read before it (the score stripes) before
-// what they write after it.
+// (2 kStripes kWidth values, kSplit kChunk more for one decay per step), and the carried state's
+// term (its partial sums, times the side's own exp(L_last)), in a fixed order (deterministic). With
+// one decay per step the channels' sums are added up per position. The block's barrier here also
+// orders everything the warps read before it (the score stripes) before what they write after it.
 template <class T>
-__device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_term, int mode, const Operand<T>& out,
-                                     const Place& p, const WarpPart& w, int64_t part, int64_t steps, int64_t c0,
-                                     int64_t width, T* scratch) {
+__device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_parts, const T* own_last, int mode,
+                                     const Operand<T>& out, const Place& p, const WarpPart& w, int64_t part,
+                                     int64_t steps, int64_t c0, int64_t width, T* scratch) {
   using G = Geometry<T>;
   constexpr int C = G::kChunk;
   const bool wanted = mode != kNoDecay && out.present();  // the same for the whole block
@@ -909,7 +910,9 @@ __device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_term, 
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const int c = cols.of(l, n, b);
-      T later = 0, earlier = state_term[c];
+      T state = 0;
+      for (int q = 0; q < ChunkTiles<T>::kStateTermParts; ++q) state += state_parts[q * kWidth + c];
+      T later = 0, earlier = state * own_last[c];
       for (int q = 0; q < G::kStripes; ++q) {
         if (q > w.a) later += later_totals[q * kWidth + c];
         if (q < w.a) earlier += earlier_totals[q * kWidth + c];
@@ -991,23 +994,25 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
   // The decay gradients' term of the carried state: dh'_ji exp(Lv_last,j) h_ji exp(Lk_last,i),
-  // summed over rows for the key side and over columns for the value side: 2 kWidth sums of
-  // kWidth terms, each by kParts neighbouring lanes (a share of the terms each, then shuffles in
-  // a fixed order), so that every thread of the block takes part.
-  constexpr int kParts = N / (2 * kWidth), kTerms = kWidth / kParts;
-  static_assert(kParts * 2 * kWidth == N && (kParts & (kParts - 1)) == 0 && kParts <= 32, "whole parts per warp");
+  // summed over rows j for the key side (exp(Lk_last,i) left for the end) and over columns i for
+  // the value side (exp(Lv_last,j) likewise). Half the block takes each side: a thread per channel
+  // and part of the other index, kStateTermParts parts, added up in order by write_decay_gradient.
+  // A warp's lanes are 32 neighbouring channels: the key side's read 32 neighbouring words of a
+  // row; the value side's read down 32 rows (68 words apart, so 8 banks) and walk their columns
+  // in an order skewed by row (the low 2 bits of the column offset by c / 8): 32 banks.
   {
-    const int x = threadIdx.x / kParts, part = threadIdx.x % kParts;
-    const bool key_side = x < kWidth;
-    const int m = key_side ? x : x - kWidth;
+    constexpr int kParts = ChunkTiles<T>::kStateTermParts, kTerms = kWidth / kParts;
+    static_assert(kParts * 2 * kWidth == N && kTerms % 4 == 0, "whole parts of whole skewed runs");
+    const int c = threadIdx.x % kWidth, part = threadIdx.x % (N / 2) / kWidth;
+    const bool key_side = threadIdx.x < N / 2;
     T sum = 0;
-    for (int o = part * kTerms; o < (part + 1) * kTerms; ++o) {
-      const int j = key_side ? o : m, i = key_side ? m : o;
-      sum += s.dh[j * P + i] * s.h[j * P + i] * (s.value_last[j] * s.key_last[i]);
+#pragma unroll 4
+    for (int u = 0; u < kTerms; ++u) {
+      const int o = part * kTerms + (key_side ? u : (u & ~3) | ((u + (c >> 3)) & 3));
+      const int j = key_side ? o : c, i = key_side ? c : o;
+      sum += s.dh[j * P + i] * s.h[j * P + i] * (key_side ? s.value_last[j] : s.key_last[i]);
     }
-#pragma unroll
-    for (int offset = 1; offset < kParts; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (part == 0) (key_side ? s.gk_state : s.gv_state)[m] = sum;
+    (key_side ? s.gk_state : s.gv_state)[part * kWidth + c] = sum;
   }
 
   const WarpPart w = warp_part();
@@ -1026,7 +1031,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   });
   input_gradient<kProducts, false>(acc, terms, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
-  write_decay_gradient(terms, s.gv_state, a.value_mode, a.grad_gv, p, w,
+  write_decay_gradient(terms, s.gv_state, s.value_last, a.value_mode, a.grad_gv, p, w,
                        a.value_mode == kScalarDecay ? scalar_part : p.kt, a.steps, vc, a.dv, s.w);
 
   // ---- the key side: dq, dk, and dgk from w = q dq~ - k dk~ and z = k dk^state.
@@ -1040,8 +1045,8 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
   input_gradient<kProducts, true>(acc, terms, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
-  write_decay_gradient(terms, s.gk_state, a.key_mode, a.grad_gk, p, w, a.key_mode == kScalarDecay ? scalar_part : p.vt,
-                       a.steps, kc, a.dk, s.z);
+  write_decay_gradient(terms, s.gk_state, s.key_last, a.key_mode, a.grad_gk, p, w,
+                       a.key_mode == kScalarDecay ? scalar_part : p.vt, a.steps, kc, a.dk, s.z);
 }
 
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
