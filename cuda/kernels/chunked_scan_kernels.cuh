@@ -554,14 +554,14 @@ struct ChunkTiles {
   static constexpr int kLog = G::kChunk * G::kLogPitch;  // cumulative log decays (double)
   static constexpr int kState = kWidth * G::kPitch;      // a state tile
   static constexpr int kStripes = G::kStripes * kSub * G::kStripePitch;
-  static constexpr int kStateTermParts = G::kThreads / (2 * kWidth);  // chunk_gradient_body
+  static constexpr int kStateTermParts = G::kThreads / (2 * kWidth);  // threads a channel (chunk_gradient_body)
   double *Lk, *Lv;             // the two sides' cumulative log decays
   T *q, *k, *v, *h;            // forward and backward (the backward's dout and dh follow)
   T *dout, *dh;                // backward only
-  T *w, *z;                    // the raw decays while loading; in the backward, then the decay gradients' sums
+  T *w, *z;                    // the raw decays while loading; then the decay gradients' scratch (backward)
   T *stripes, *diag;           // each warp's score stripe and its s = t terms
   T *key_last, *value_last;    // exp(Lk_last), exp(Lv_last) per channel (mild chunks)
-  T *gk_state, *gv_state;      // backward: the decay gradients' carried-state terms (kStateTermParts x kWidth parts)
+  T *gk_state, *gv_state;      // backward: carried-state terms of the decay gradients, kStateTermParts parts
 
   __device__ ChunkTiles(unsigned char* bytes, bool backward) {
     Lk = reinterpret_cast<double*>(bytes);
@@ -887,7 +887,7 @@ __device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_parts,
   const bool wanted = mode != kNoDecay && out.present();  // the same for the whole block
   const FragmentLane l = fragment_lane();
   const Columns cols = channel_columns(w);
-  T* later_totals = scratch;                   // (kStripes, kWidth): each stripe's sum of w
+  T* later_totals = scratch;                           // (kStripes, kWidth): each stripe's sum of w
   T* earlier_totals = scratch + G::kStripes * kWidth;  // and of z
   T z_total[kChannelTiles][2];
   if (wanted) {
@@ -896,11 +896,12 @@ __device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_parts,
 #pragma unroll
     for (int n = 0; n < kChannelTiles; ++n)
 #pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const int c = cols.of(l, n, b);
-        if (l.g == 0) later_totals[w.a * kWidth + c] = terms.w[n][b];
-        if (l.g == 0) earlier_totals[w.a * kWidth + c] = z_total[n][b];
-      }
+      for (int b = 0; b < 2; ++b)
+        if (l.g == 0) {  // the lanes holding row 0, whose suffix sums are the stripe's totals
+          const int c = cols.of(l, n, b);
+          later_totals[w.a * kWidth + c] = terms.w[n][b];
+          earlier_totals[w.a * kWidth + c] = z_total[n][b];
+        }
   }
   __syncthreads();
   if (!wanted) return;
