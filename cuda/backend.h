@@ -15,4 +15,13 @@ const Backend& cuda_backend(int device);
 void set_tf32(bool enabled);
 bool tf32_enabled();
 
+// How the chunked gated scan carries its state from chunk to chunk
+// (cuda/kernels/chunked_scan_kernels.cuh): kKernels, in two kernels of its own (each chunk's
+// update, then an elementwise scan over the chunks) between the per-chunk kernels; kChain, passed
+// from each chunk's block to the next inside the per-chunk kernels. kKernels by default;
+// set_scan_state_pass, or the environment variable LINEA_SCAN_STATES=chain, picks kChain.
+enum class ScanStatePass { kKernels, kChain };
+void set_scan_state_pass(ScanStatePass pass);
+ScanStatePass scan_state_pass();
+
 }  // namespace linea::cuda

@@ -1,6 +1,6 @@
 // Built instead of the CUDA sources when LINEA_CUDA is OFF: the device dimension still exists,
 // and asking for a CUDA device is a clear error rather than a link failure. Queries report an
-// empty device; the TF32 switch is kept so that code setting it runs unchanged.
+// empty device; the TF32 and scan state switches are kept so that code setting them runs unchanged.
 #include <atomic>
 
 #include "cuda/backend.h"
@@ -15,6 +15,7 @@ namespace {
   fail(op, "linea was built without CUDA support; reconfigure with -DLINEA_CUDA=ON on a machine with nvcc");
 }
 std::atomic<bool> g_tf32{true};
+std::atomic<ScanStatePass> g_scan_state_pass{ScanStatePass::kKernels};
 }  // namespace
 
 bool is_available() { return false; }
@@ -34,5 +35,7 @@ const Backend& cuda_backend(int) { not_built("cuda"); }
 std::unique_ptr<HostCopyBuffer> make_host_copy_buffer(size_t, int, bool) { not_built("host_copy"); }
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
+void set_scan_state_pass(ScanStatePass pass) { g_scan_state_pass.store(pass); }
+ScanStatePass scan_state_pass() { return g_scan_state_pass.load(); }
 
 }  // namespace linea::cuda

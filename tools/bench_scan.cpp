@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "cuda/backend.h"
 #include "cuda/memory.h"
 #include "nn/linear_attention/scan.h"
 #include "nn/model.h"
@@ -43,6 +44,7 @@ struct Config : bench::TimingOptions {
   bench::ListFlag what;  // default: kernel,op,step on CUDA, op,step on the CPU
   bench::ListFlag lengths{"1024,4096,16384"};
   bench::ListFlag algorithms{"chunked,sequential"};
+  bench::ListFlag state_passes;  // kernel, chunked: each way of passing the state (default: the current one)
   std::string dtype = "float32";  // kernel: q, k, v and dout (bfloat16: decays and states float32)
 };
 
@@ -98,6 +100,22 @@ JsonLine timing_line(const char* what, const Config& cfg, const Timing& t) {
       .add("cpu_ratio", t.cpu_b / t.cpu_a);
 }
 
+// --state-passes: how the chunked kernels pass the state between chunks (cuda/backend.h).
+std::vector<cuda::ScanStatePass> parse_state_passes(const Flags& flags, const bench::ListFlag& passes) {
+  if (passes.text().empty()) return {cuda::scan_state_pass()};
+  std::vector<cuda::ScanStatePass> out;
+  for (const std::string& name : passes.items()) {
+    if (name == "kernels") out.push_back(cuda::ScanStatePass::kKernels);
+    else if (name == "chain") out.push_back(cuda::ScanStatePass::kChain);
+    else passes.fail(flags, "kernels and chain", name);
+  }
+  return out;
+}
+
+const char* state_pass_name(cuda::ScanStatePass pass) {
+  return pass == cuda::ScanStatePass::kChain ? "chain" : "kernels";
+}
+
 nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const bench::ListFlag& algorithms,
                                          const std::string& name) {
   if (name == "chunked") return nn::linear::ScanKernel::Chunked;
@@ -111,50 +129,57 @@ nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const bench::ListFl
 void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
   const Device device = Device::parse(cfg.device);
   constexpr int64_t B = 8, H = 8, d = 64;
+  const std::vector<cuda::ScanStatePass> passes = parse_state_passes(flags, cfg.state_passes);
+  const cuda::ScanStatePass setting = cuda::scan_state_pass();
   for (const int64_t T : cfg.lengths.positive_numbers(flags))
     for (const char* gate : {"gla", "regla"})
-      for (const std::string& name : cfg.algorithms.items()) {
-        const nn::linear::ScanKernel kernel = parse_kernel_flag(flags, cfg.algorithms, name);
-        Generator gen(1);
-        // (B, T, H, d), as the layers' projections, seen as (B, H, T, d).
-        // q, k, v and dout in --dtype; the log decays float32 (a bfloat16 scan's are).
-        const DType dtype = cfg.dtype == "bfloat16" ? kBFloat16 : kFloat32;
-        auto heads_first = [&](const Tensor& x) { return transpose(to(x, device), 1, 2).requires_grad_(); };
-        auto activation = [&](const Tensor& x) { return heads_first(to(x, dtype)); };
-        const Tensor q = activation(rand({B, T, H, d}, kFloat32, &gen));
-        const Tensor k = activation(rand({B, T, H, d}, kFloat32, &gen));
-        const Tensor v = activation(randn({B, T, H, d}, kFloat32, &gen));
-        const Tensor decay = heads_first(logsigmoid(randn({B, T, H, d}, kFloat32, &gen) + 3.0));
-        const bool regla = std::string(gate) == "regla";
-        const Tensor gk = regla ? heads_first(uniform({B, T, H, 1}, -0.05, 0.0, kFloat32, &gen)) : decay;
-        const Tensor gv = regla ? decay : Tensor();
-        const Tensor dout = to(to(randn({B, H, T, d}, kFloat32, &gen), dtype), device);
-        std::vector<Tensor> inputs = {q, k, v, gk};
-        if (gv.defined()) inputs.push_back(gv);
-        nn::linear::ScanOptions options;
-        options.kernel = kernel;
-        auto forward_backward = [&] {
-          grad(nn::linear::scan(q, k, v, gk, gv, Tensor(), nullptr, options), inputs, dout);
-          finish(device);
-        };
-        auto forward = [&] {
-          NoGradGuard no_grad;
-          nn::linear::scan(q, k, v, gk, gv, Tensor(), nullptr, options);
-          finish(device);
-        };
-        JsonLine line;
-        line.add("bench", "scan_kernel").add("device", device.str()).add("gate", gate).add("algorithm", name);
-        line.add("B", B).add("H", H).add("T", T).add("D", d).add("dtype", cfg.dtype);
-        line.add("fwd_bwd_ms", bench::median_ms(cfg.repeats, forward_backward, 2));
-        line.add("fwd_ms", bench::median_ms(cfg.repeats, forward, 2));
-        if (device.is_cuda()) {
-          const int64_t before = cuda::memory_stats(device.index).in_use;
-          cuda::reset_peak(device.index);
-          forward_backward();
-          line.add("peak_mib", static_cast<double>(cuda::memory_stats(device.index).peak - before) / (1 << 20));
+      for (const std::string& name : cfg.algorithms.items())
+        for (const cuda::ScanStatePass pass : passes) {
+          const nn::linear::ScanKernel kernel = parse_kernel_flag(flags, cfg.algorithms, name);
+          if (kernel != nn::linear::ScanKernel::Chunked && pass != passes.front()) continue;  // no state pass to pick
+          cuda::set_scan_state_pass(pass);
+          Generator gen(1);
+          // (B, T, H, d), as the layers' projections, seen as (B, H, T, d).
+          // q, k, v and dout in --dtype; the log decays float32 (a bfloat16 scan's are).
+          const DType dtype = cfg.dtype == "bfloat16" ? kBFloat16 : kFloat32;
+          auto heads_first = [&](const Tensor& x) { return transpose(to(x, device), 1, 2).requires_grad_(); };
+          auto activation = [&](const Tensor& x) { return heads_first(to(x, dtype)); };
+          const Tensor q = activation(rand({B, T, H, d}, kFloat32, &gen));
+          const Tensor k = activation(rand({B, T, H, d}, kFloat32, &gen));
+          const Tensor v = activation(randn({B, T, H, d}, kFloat32, &gen));
+          const Tensor decay = heads_first(logsigmoid(randn({B, T, H, d}, kFloat32, &gen) + 3.0));
+          const bool regla = std::string(gate) == "regla";
+          const Tensor gk = regla ? heads_first(uniform({B, T, H, 1}, -0.05, 0.0, kFloat32, &gen)) : decay;
+          const Tensor gv = regla ? decay : Tensor();
+          const Tensor dout = to(to(randn({B, H, T, d}, kFloat32, &gen), dtype), device);
+          std::vector<Tensor> inputs = {q, k, v, gk};
+          if (gv.defined()) inputs.push_back(gv);
+          nn::linear::ScanOptions options;
+          options.kernel = kernel;
+          auto forward_backward = [&] {
+            grad(nn::linear::scan(q, k, v, gk, gv, Tensor(), nullptr, options), inputs, dout);
+            finish(device);
+          };
+          auto forward = [&] {
+            NoGradGuard no_grad;
+            nn::linear::scan(q, k, v, gk, gv, Tensor(), nullptr, options);
+            finish(device);
+          };
+          JsonLine line;
+          line.add("bench", "scan_kernel").add("device", device.str()).add("gate", gate).add("algorithm", name);
+          if (kernel == nn::linear::ScanKernel::Chunked) line.add("state_pass", state_pass_name(pass));
+          line.add("B", B).add("H", H).add("T", T).add("D", d).add("dtype", cfg.dtype);
+          line.add("fwd_bwd_ms", bench::median_ms(cfg.repeats, forward_backward, 2));
+          line.add("fwd_ms", bench::median_ms(cfg.repeats, forward, 2));
+          if (device.is_cuda()) {
+            const int64_t before = cuda::memory_stats(device.index).in_use;
+            cuda::reset_peak(device.index);
+            forward_backward();
+            line.add("peak_mib", static_cast<double>(cuda::memory_stats(device.index).peak - before) / (1 << 20));
+          }
+          out.write(line);
         }
-        out.write(line);
-      }
+  cuda::set_scan_state_pass(setting);
 }
 
 // The scan alone at the shape of one of the model's layers (dk = dv = head dim; ReGLA's sum
@@ -242,6 +267,10 @@ int run(const std::string& program, std::span<const std::string> args) {
   cfg.what.add_to(flags, "what", "comma-separated: kernel, op, step (default: all on CUDA, op,step on the CPU)");
   cfg.lengths.add_to(flags, "lengths", "kernel: comma-separated sequence lengths");
   cfg.algorithms.add_to(flags, "algorithms", "kernel: comma-separated: chunked, sequential");
+  cfg.state_passes.add_to(flags, "state-passes",
+                          "kernel, chunked: comma-separated ways the state passes between chunks: kernels (its own "
+                          "kernels), chain (from block to block; cuda/backend.h), each timed in turn (default: the "
+                          "current one, LINEA_SCAN_STATES)");
   flags.add_choice("dtype", &cfg.dtype, {"float32", "bfloat16"},
                    "kernel: q, k, v and dout (bfloat16: the products on the bfloat16 tensor cores, decays and "
                    "states float32)");

@@ -3,6 +3,9 @@
 // TF32 tensor cores for float32 while TF32 is on (cuda::set_tf32, LINEA_TF32, as for cuBLAS), on
 // the bfloat16 ones for a bfloat16 scan (bfloat16 q, k, v, dout, o, dq, dk, dv read and written in
 // place; float32 decays and states).
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "cuda/backend.h"
@@ -43,6 +46,27 @@ void with_precision(const Tensor& q, const char* op, F&& f) {
 }  // namespace
 
 bool chunked_scan_tf32_available() { return chunked::tf32_available(); }
+
+namespace {
+// -1 until first asked: then LINEA_SCAN_STATES decides (set_scan_state_pass overrides it).
+std::atomic<int> g_scan_state_pass{-1};
+}  // namespace
+
+void set_scan_state_pass(ScanStatePass pass) { g_scan_state_pass.store(static_cast<int>(pass)); }
+
+ScanStatePass scan_state_pass() {
+  int state = g_scan_state_pass.load();
+  if (state < 0) {
+    const char* env = std::getenv("LINEA_SCAN_STATES");
+    const bool chain = env != nullptr && std::strcmp(env, "chain") == 0;
+    if (env != nullptr && !chain && std::strcmp(env, "kernels") != 0)
+      fail("gated_scan", "LINEA_SCAN_STATES must be 'kernels' or 'chain', got '", env, "'");
+    const ScanStatePass from_env = chain ? ScanStatePass::kChain : ScanStatePass::kKernels;
+    g_scan_state_pass.compare_exchange_strong(state, static_cast<int>(from_env));  // a concurrent set wins
+    state = g_scan_state_pass.load();
+  }
+  return static_cast<ScanStatePass>(state);
+}
 
 void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept,
                           int device, cudaStream_t stream) {

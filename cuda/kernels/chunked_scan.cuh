@@ -70,6 +70,9 @@ struct Geometry {
   // ScaleFactors), and rows of 64 would put a fragment's 8 rows in one bank.
   static constexpr int kLogPitch = kWidth + 4;
   static constexpr int kStripeTiles = kTiles / kSplit;  // a warp's tiles of a stripe
+  // A state tile (kWidth x kWidth) among a block's warps as a 64-channel result is among a
+  // stripe's: each warp holds kStateRows groups of 16 rows of it.
+  static constexpr int kStateRows = kWidth / kSub / kStripes;
 };
 constexpr int kChannelTiles = kWidth / 8 / kSplit;  // a warp's 8-column tiles of a 64-channel result
 

@@ -21,10 +21,13 @@
 //   o_t   = exp(Lv_t) * (h (q_t * exp(Lk_t)))  +  A_tt v_t
 //           + sum_{s<t} A_ts (v_s * exp(Lv_t - Lv_s)),    A_ts = sum_i q_ti k_si exp(Lk_ti - Lk_si)
 //   h'    = diag(exp(Lv_last)) h diag(exp(Lk_last)) + sum_s (v_s exp(Lv_last - Lv_s)) (k_s exp(Lk_last - Lk_s))^T
-// Forward, three kernels: chunk_updates computes every chunk's own update of the state (the sum
-// in h' above) in parallel; state_scan carries the state through the chunks, storing the state
-// before every chunk (and the final one) - the only sequential loop, and an elementwise one;
-// chunk_output then computes every chunk's outputs in parallel from its inputs and its state.
+// Forward: chunk_output, a block per chunk, computes every chunk's outputs in parallel from its
+// inputs and the state before it. The state passes from chunk to chunk in one of two ways
+// (ScanStatePass, cuda/backend.h): in two kernels of its own first (chunk_updates computes every
+// chunk's own update of the state, the sum in h' above, in parallel; state_scan carries the state
+// through the chunks, storing the state before every chunk and the final one), or inside
+// chunk_output, each block computing its chunk's update and handing the state on to the next
+// chunk's block (pass_state, chunk_chain.cuh). Either way the only sequential work is elementwise.
 // No T x T matrix, no atomics.
 // Why 64 in float32: chunks of 32 (half the shared memory, two blocks per SM in float32 with one
 // decaying side) measured slower on an H100 (forward+backward at B=8, H=8, d=64, GLA gate: 0.85
@@ -38,9 +41,9 @@
 //             dA_ts = sum_j do_tj v_sj exp(Lv_tj - Lv_sj)
 //   dk_s    = sum_{t>=s} dA_ts q_t exp(Lk_t - Lk_s) + exp(Lk_last - Lk_s) * (dh'^T (v_s exp(Lv_last - Lv_s)))
 //   dv_s    = sum_{t>=s} A_ts do_t exp(Lv_t - Lv_s) + exp(Lv_last - Lv_s) * (dh' (k_s exp(Lk_last - Lk_s)))
-// chunk_updates and state_scan run again, in reverse for dh, storing dh' for every chunk (and for
-// the states too when the forward did not keep them: Memory below); chunk_gradient then does every
-// chunk in parallel.
+// dh' passes back through the chunks the same two ways (the first line above): chunk_updates and
+// state_scan run again, in reverse (and for the states too when the forward did not keep them:
+// Memory below), or inside chunk_gradient; chunk_gradient does every chunk in parallel.
 // The decay gradients: the usual chunked form (FlashLinearAttention's) is
 //   dgk_t = sum_{u>=t} (q_u dq_u - k_u dk_u) + sum_j dh' * h'
 // but both terms of the difference contain every pair (u, s) with t <= s <= u, the large
@@ -75,20 +78,24 @@
 // ---- Memory. When a backward is to come, the forward keeps the states it computed (the state
 // before every chunk and the final one: 64 x 64 per sub-problem, sequence and chunk, in float32
 // 16 KB per 64 positions, like one 64-wide activation) and hands them to autograd, which passes
-// them back; the backward then computes only the gradients' updates and scan. Measured on an H200
-// at the standard model (B=16, T=1024, 8 heads of 64, 6 layers): recomputing the states in the
-// backward cost 0.07 ms per layer and step (chunk_updates 158 -> 108 us, state_scan 41 -> 20 us);
-// keeping them holds 35 MiB per layer from the forward to the backward (the step's peak 5.53 ->
-// 5.75 GiB), and the kernel pair's own peak drops (2376 -> 2088 MiB at B=8, H=8, T=16k), the
-// backward no longer allocating states of its own. Without a backward (inference) the states are
-// scratch, handed back when the forward returns.
+// them back; the backward then computes only the gradients' pass. Measured on an H200 at the
+// standard model (B=16, T=1024, 8 heads of 64, 6 layers) with the state pass in kernels of its
+// own: recomputing the states in the backward cost 0.07 ms per layer and step (chunk_updates 158
+// -> 108 us, state_scan 41 -> 20 us); keeping them holds 35 MiB per layer from the forward to the
+// backward (the step's peak 5.53 -> 5.75 GiB), and the kernel pair's own peak drops (2376 -> 2088
+// MiB at B=8, H=8, T=16k), the backward no longer allocating states of its own. Without a backward
+// (inference) the states are scratch, handed back when the forward returns. Passed between the
+// blocks, the gradients and an inference's states need only a ring of two slots per sequence
+// (pass_state), and a backward without kept states runs chunk_output again without its output.
 
 #include <algorithm>
 #include <memory>
 #include <type_traits>
 
+#include "cuda/backend.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/kernels/chunk_chain.cuh"
 #include "cuda/kernels/chunked_scan.cuh"
 #include "cuda/kernels/chunked_scan.h"
 #include "cuda/kernels/cp_async.cuh"
@@ -133,32 +140,53 @@ struct ScanArgs {
   Operand<T> out, grad_q, grad_k, grad_v, grad_gk, grad_gv;  // null where not wanted
   const T *s0, *dfinal;                                      // (B, H, dv, dk) contiguous, or null (zeros)
   T *final_state, *dinitial;                                 // likewise, or null
-  T *states, *dstates;      // kWidth x kWidth per sub-problem, sequence and slot
-  T *updates, *dupdates;    // each chunk's own update of the state (U) and of its gradient (W)
-  T* decays;                // each chunk's exp(Lv_last), exp(Lk_last): 2 kWidth
+  // kWidth x kWidth per chain (sub-problem and sequence) and slot: the states before each chunk
+  // (and the final one), state_slots per chain; their gradients after each chunk, dstate_slots.
+  T *states, *dstates;
+  int64_t state_slots, dstate_slots;
+  // ScanStatePass::kKernels: each chunk's own update of the state (U) and of its gradient (W),
+  // and each chunk's exp(Lv_last), exp(Lk_last) (2 kWidth), from chunk_updates for state_scan.
+  T *updates, *dupdates, *decays;
+  // ScanStatePass::kChain: the launch's counters (chunk_chain.cuh); tickets null otherwise.
+  ChunkChain chain;
   int64_t heads, sequences, steps, dk, dv, chunks;
   int key_tiles, value_tiles, key_mode, value_mode;
 };
 
-// A block's sub-problem (value tile, key tile), sequence and a third index (chunk, or part of the
-// state), from its number block = (sub_problem * sequences + seq) * count + index.
+// A block's sub-problem (value tile, key tile), sequence and chunk. Each sub-problem's sequences
+// are "chains" of chunks, chain = sub_problem * sequences + seq, through which the state passes.
+// When it passes between the per-chunk kernels' blocks (pass_state), a block's chunk comes from its
+// ticket (chunk_chain.cuh): every chain's first chunk (the backward: its last), then every chain's
+// second, and so on, so that the chunk before a block's own in its chain has the smaller ticket.
 struct Place {
   int vt, kt;
-  int64_t b, h, seq, index;
+  int64_t b, h, seq, chain, index;
 };
+// The place of chain `chain`'s index `index`.
+template <class T>
+__device__ __forceinline__ Place place_in_chain(const ScanArgs<T>& a, int64_t chain, int64_t index) {
+  const int64_t seq = chain % a.sequences, sp = chain / a.sequences;
+  return {static_cast<int>(sp / a.key_tiles), static_cast<int>(sp % a.key_tiles), seq / a.heads, seq % a.heads, seq,
+          chain, index};
+}
+// A block's place from its number, block = chain * count + index (index: a chunk, or a part of the
+// state for the scan over chunks).
 template <class T>
 __device__ __forceinline__ Place place_of(const ScanArgs<T>& a, int64_t count, int64_t block = blockIdx.x) {
-  const int64_t index = block % count, rest = block / count;
-  const int64_t seq = rest % a.sequences, sp = rest / a.sequences;
-  return {static_cast<int>(sp / a.key_tiles), static_cast<int>(sp % a.key_tiles), seq / a.heads, seq % a.heads, seq,
-          index};
+  return place_in_chain(a, block / count, block % count);
+}
+// A per-chunk block's place from its ticket when the state passes between the blocks (pass_state).
+template <class T>
+__device__ __forceinline__ Place place_of_ticket(const ScanArgs<T>& a, unsigned ticket, bool backward) {
+  const int64_t chains = static_cast<int64_t>(a.key_tiles) * a.value_tiles * a.sequences;
+  const int64_t step = ticket / chains;
+  return place_in_chain(a, ticket % chains, backward ? a.chunks - 1 - step : step);
 }
 
-// The state tile of a sub-problem, sequence and slot in a states buffer with `slots` per sequence.
+// The state tile of a chain's slot in a states buffer with `slots` per chain.
 template <class T>
-__device__ __forceinline__ T* state_tile(T* base, const ScanArgs<T>& a, const Place& p, int64_t slots, int64_t slot) {
-  const int64_t sp = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
-  return base + ((sp * a.sequences + p.seq) * slots + slot) * kWidth * kWidth;
+__device__ __forceinline__ T* state_tile(T* base, const Place& p, int64_t slots, int64_t slot) {
+  return base + (p.chain * slots + slot) * kWidth * kWidth;
 }
 
 // Log decays at or below this give exactly exp = 0 in the element type.
@@ -335,7 +363,10 @@ __device__ __forceinline__ void exp_both(double x, T& up, T& down) {
   }
 }
 
-// ---- the states: each chunk's own update, then a scan over the chunks -------------------------
+// ---- the states in passes of their own: each chunk's update, then a scan over the chunks -------
+//
+// ScanStatePass::kKernels (cuda/backend.h; the default): the state pass as two kernels of its own.
+// The other way, kChain, passes the state between the per-chunk kernels' blocks (pass_state below).
 //
 // The state after chunk n is  h_{n+1} = diag(ev_n) h_n diag(ek_n) + U_n  with ev_n = exp(Lv_last)
 // and ek_n = exp(Lk_last) the chunk's decays and U_n = sum_s (v_s exp(Lv_last - Lv_s))
@@ -359,12 +390,11 @@ constexpr int kScanBlocks = 4;   // state_scan blocks per (sub-problem, sequence
 // ek: 2 kWidth), per sub-problem, sequence and chunk.
 template <class T>
 __device__ __forceinline__ T* update_tile(T* base, const ScanArgs<T>& a, const Place& p, int64_t chunk) {
-  return state_tile(base, a, p, a.chunks, chunk);
+  return state_tile(base, p, a.chunks, chunk);
 }
 template <class T>
 __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const Place& p, int64_t chunk) {
-  const int64_t sp = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
-  return base + ((sp * a.sequences + p.seq) * a.chunks + chunk) * 2 * kWidth;
+  return base + (p.chain * a.chunks + chunk) * 2 * kWidth;
 }
 
 // Both sides' factors over the chunk, applied in place: with L_t the decays summed from the
@@ -520,7 +550,7 @@ __global__ void __launch_bounds__(kScanThreads) state_scan_kernel(ScanArgs<T> a,
     for (int r = 0; r < kScanAhead; ++r) {
       const int64_t step = base + r;
       if (step >= a.chunks) break;
-      T* tile = state_tile(out, a, where, slots, chunk_at(step));
+      T* tile = state_tile(out, where, slots, chunk_at(step));
       T update[E], ev[E], ek[E];
 #pragma unroll
       for (int x = 0; x < E; ++x) update[x] = ahead_update[r][x], ev[x] = ahead_ev[r][x], ek[x] = ahead_ek[r][x];
@@ -534,7 +564,7 @@ __global__ void __launch_bounds__(kScanThreads) state_scan_kernel(ScanArgs<T> a,
   }
   T* final_out = backward ? a.dinitial : a.final_state;
   if (!backward) {
-    T* tile = state_tile(a.states, a, where, slots, a.chunks);
+    T* tile = state_tile(a.states, where, slots, a.chunks);
     for (int x = 0; x < E; ++x) tile[elements[x]] = h[x];
   }
   if (final_out == nullptr) return;
@@ -622,10 +652,16 @@ struct Scaling {
 
 // Loads what the per-chunk kernels read (q, k and the key side's decays over the key tile; v, and
 // in the backward dout, and the value side's decays over the value tile; the state before the
-// chunk, and in the backward dh'), sums the decays, and decides the chunk's way (the file's
-// header): returns whether it is mild, after rescaling the operands for that way. Fills key_last
-// and value_last (exp(L_last) per channel) either way. Ends with a __syncthreads.
-template <class T>
+// chunk and in the backward dh', except what pass_state hands over), sums the decays, and decides
+// the chunk's way (the file's header): returns whether it is mild, after rescaling the operands for
+// that way. Fills key_last and value_last (exp(L_last) per channel) either way. When the state
+// passes between the blocks, it also leaves the operands of the chunk's own update of the state
+// (chunk_update) in place: the forward's U multiplies k and v decayed to the chunk's end, which go
+// to the w and z tiles (the raw decays' place, free once they are summed); the backward's W
+// multiplies q and dout decayed from the chunk's start, which a mild chunk's factored q+ and do+
+// are, and which go to w and z in any other chunk. A side without decay leaves its tile as it is.
+// Ends with a __syncthreads.
+template <bool kChained, class T>
 __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads;
@@ -640,11 +676,11 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   const NarrowPiece q_piece = load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
   const NarrowPiece k_piece = load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
   const NarrowPiece v_piece = load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
-  load_state_tile<T, N, P>(s.h, state_tile(a.states, a, p, a.chunks + 1, p.index));
+  if (backward || !kChained) load_state_tile<T, N, P>(s.h, state_tile(a.states, p, a.state_slots, p.index));
   NarrowPiece do_piece;
   if (backward) {
     do_piece = load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
-    load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, a, p, a.chunks, p.index));
+    if (!kChained) load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, p, a.dstate_slots, p.index));
   }
   cp_async_commit();
   cp_async_wait_all_but_last();
@@ -657,21 +693,39 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<double*>(s.stripes));
   if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.chunk_decay();
   const bool mild = __syncthreads_and(x.total >= -kMildLogDecay);
+  // The update's operands that need a tile of their own (see above): the thread's channel over its
+  // positions, from the same factors exp_to gives every decay here.
+  constexpr int R = ColumnShare<T, N>::kRows;
+  const bool own_tile = kChained && x.mode != kNoDecay && (!backward || !mild);
+  T* update_operand = x.key_side ? s.w : s.z;
+  const T* update_source = x.key_side ? (backward ? s.q : s.k) : (backward ? s.dout : s.v);
+  T update_factor[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) update_factor[i] = own_tile ? exp_to<T>(backward ? x.L[i] : x.total - x.L[i]) : T(1);
   if (!mild) {
     double* L = x.key_side ? s.Lk : s.Lv;
 #pragma unroll
-    for (int i = 0; i < ColumnShare<T, N>::kRows; ++i) {
+    for (int i = 0; i < R; ++i) {
       if (x.mode == kChannelDecay) L[(x.t0 + i) * LP + x.c] = x.L[i];
       else if (x.mode == kScalarDecay && x.c == 0) L[x.t0 + i] = x.L[i];
     }
     cp_async_wait_all();
     __syncthreads();
+    if constexpr (kChained) {
+      if (own_tile) {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const int e = (x.t0 + i) * P + x.c;
+          update_operand[e] = update_source[e] * update_factor[i];
+        }
+      }
+      __syncthreads();
+    }
     return false;
   }
   // The factors exp(L_t) and exp(-L_t) of both sides, and the factored operands q+ = q exp(Lk_t),
   // k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors take the place of the
   // log decays (ScaleFactors), which a mild chunk never stores; the operands wait for their tiles.
-  constexpr int R = ColumnShare<T, N>::kRows;
   const ScaleFactors<T> factors = mild_factors<T>(x.key_side ? s.Lk : s.Lv);
   T up[R], down[R];
 #pragma unroll
@@ -687,6 +741,7 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       const int e = (x.t0 + i) * P + x.c;
+      if (own_tile) update_operand[e] = update_source[e] * update_factor[i];  // before its tile is factored
       if (x.key_side) {
         s.q[e] *= up[i];
         s.k[e] *= down[i];
@@ -768,6 +823,113 @@ __device__ __forceinline__ void causal_parts(T (&intra)[kChannelTiles][4], T (&s
   through_state<kProducts, kTransposed>(state, X, scores_side, s.h, w, false);
 }
 
+// ---- the state passed between the per-chunk kernels' blocks ------------------------------------
+//
+// ScanStatePass::kChain: U_n and W_n (above) need only chunk n's inputs, which its per-chunk block
+// loads anyway, so the block computes its chunk's update as one more product (chunk_update) and
+// takes part in a chain (chunk_chain.cuh): it waits for the state before its chunk (backward: the
+// gradient after it), computes the next elementwise, stores it for the next chunk's block, says so,
+// and goes on with its chunk. The sequential path is that elementwise step and its trip through
+// L2 per chunk; the state pass then has no kernels, loads or decay sums of its own, and no update
+// makes a round trip through memory. Unlike a kernel walking the chunks (above), the chunk's decay
+// factors and its products stay off the sequential path.
+//
+// Where the states go (slots of kWidth x kWidth per chain): the forward stores the state before
+// every chunk n in slot n and the final one in slot chunks, when the backward is to read them
+// (state_slots = chunks + 1); else it passes them through a ring of two slots, as the backward does
+// the gradients (the gradient after chunk n in slot n % 2). Two are enough: the block that
+// overwrites a slot waits for the publication of the block that read it, which read it first.
+
+// This warp's part of the chunk's own update of the state, sum over positions s of rows[s][j]
+// cols[s][i] (rows j: value channels, columns i: key channels; kStateRows groups of 16 rows, the
+// accumulator layout). The contraction runs down both tiles' rows: paired k-slots.
+template <Products kProducts, class T>
+__device__ void chunk_update(T (&acc)[Geometry<T>::kStateRows][kChannelTiles][4], const T* rows, const T* cols,
+                             const WarpPart& w) {
+  using G = Geometry<T>;
+  constexpr int P = G::kPitch;
+#pragma unroll
+  for (int g = 0; g < G::kStateRows; ++g) {
+    const int row0 = kSub * (w.a + G::kStripes * g);
+    zero(acc[g]);
+    warp_product<kProducts, true>(acc[g], G::kChunk, channel_columns(w), 0, kChannelTiles,
+                                  [&](int r, int s) { return rows[s * P + row0 + r]; },
+                                  [&](int s, int i) { return cols[s * P + i]; });
+  }
+}
+
+// Element (j, i) of the chain's tile of a whole (B, H, dv, dk) contiguous state x, or null where x
+// is null or the tile reaches past dv or dk.
+template <class T, class X>
+__device__ __forceinline__ X* whole_state_at(X* x, const ScanArgs<T>& a, const Place& p, int j, int i) {
+  const int64_t row = static_cast<int64_t>(kWidth) * p.vt + j, col = static_cast<int64_t>(kWidth) * p.kt + i;
+  return x != nullptr && row < a.dv && col < a.dk ? x + (p.seq * a.dv + row) * a.dk + col : nullptr;
+}
+
+// The block's link of the chain, forward (the states) or backward (their gradients), with `update`
+// the warp's part of U_n or W_n (chunk_update): waits for the chain to reach the chunk, reads what
+// comes into it (the state before it, or the gradient after it: s0 or dfinal at the chain's start,
+// zeros without them), leaves that in `tile` (rows of kPitch; null: not wanted), and stores what
+// goes out of it, x * ev * ek + update, for the next block (and into final_state or dinitial at the
+// chain's end). The forward also stores the state before the first chunk, for the backward. Every
+// thread of the block calls it. This is the sequential path of the whole pass, so a thread asks
+// for all its elements (pairs of neighbours, as the accumulator holds them) before it uses any:
+// one trip to L2, not one per element.
+template <bool kBackward, class T>
+__device__ void pass_state(const T (&update)[Geometry<T>::kStateRows][kChannelTiles][4], T* tile,
+                           const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
+  using G = Geometry<T>;
+  using Pair = std::conditional_t<std::is_same_v<T, float>, float2, double2>;
+  constexpr int P = G::kPitch, R = G::kStateRows;
+  const int64_t step = kBackward ? a.chunks - 1 - p.index : p.index;  // links before this one
+  const int64_t slots = kBackward ? a.dstate_slots : a.state_slots;
+  // In: the state before chunk n (slot n), or the gradient after it (slot n % 2). Out: the state
+  // before chunk n + 1, or the gradient after chunk n - 1 (slot (n - 1) % 2 = (n + 1) % 2).
+  T* in = state_tile(kBackward ? a.dstates : a.states, p, slots, p.index % slots);
+  T* out = state_tile(kBackward ? a.dstates : a.states, p, slots, (p.index + 1) % slots);
+  int* published = a.chain.published + p.chain;
+  const WarpPart w = warp_part();
+  const FragmentLane l = fragment_lane();
+  const Columns cols = channel_columns(w);
+  // f(g, n, half, j, i) for each of the thread's pairs of U or W's elements: rows j of its groups
+  // (fragment rows l.g and l.g + 8), columns i and i + 1.
+  auto for_each_pair = [&](const auto& f) {
+#pragma unroll
+    for (int g = 0; g < R; ++g)
+#pragma unroll
+      for (int n = 0; n < kChannelTiles; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          f(g, n, half, kSub * (w.a + G::kStripes * g) + l.g + 8 * half, cols.of(l, n, 0));
+  };
+  Pair x[R][kChannelTiles][2];
+  wait_until_published(published, static_cast<int>(step));
+  for_each_pair([&](int g, int n, int half, int j, int i) {
+    if (step > 0) {
+      x[g][n][half] = __ldcg(reinterpret_cast<const Pair*>(in + j * kWidth + i));
+    } else {  // the chain's start
+      const T* first = whole_state_at(kBackward ? a.dfinal : a.s0, a, p, j, i);
+      const T* second = whole_state_at(kBackward ? a.dfinal : a.s0, a, p, j, i + 1);
+      x[g][n][half] = {first != nullptr ? *first : T(0), second != nullptr ? *second : T(0)};
+      if (!kBackward) reinterpret_cast<Pair*>(in + j * kWidth + i)[0] = x[g][n][half];
+    }
+  });
+  T* end = kBackward ? a.dinitial : a.final_state;
+  for_each_pair([&](int g, int n, int half, int j, int i) {
+    const Pair& v = x[g][n][half];
+    if (tile != nullptr) tile[j * P + i] = v.x, tile[j * P + i + 1] = v.y;
+    const T ev = s.value_last[j];
+    const Pair next = {v.x * ev * s.key_last[i] + update[g][n][2 * half],
+                       v.y * ev * s.key_last[i + 1] + update[g][n][2 * half + 1]};
+    reinterpret_cast<Pair*>(out + j * kWidth + i)[0] = next;
+    if (step + 1 == a.chunks) {
+      if (T* last = whole_state_at(end, a, p, j, i)) *last = next.x;
+      if (T* last = whole_state_at(end, a, p, j, i + 1)) *last = next.y;
+    }
+  });
+  publish(published, static_cast<int>(step + 1));
+}
+
 // ---- chunk_output ----------------------------------------------------------------------------
 
 // The chunk's outputs once prepare_chunk has run, for a mild chunk (kMild) or any other. The way is
@@ -775,19 +937,36 @@ __device__ __forceinline__ void causal_parts(T (&intra)[kChannelTiles][4], T (&s
 // factored out, the products' sides are kNoDecay at compile time and the mild body has none of
 // the decayed branches (a kernel holding both ways ran out of the instruction cache: ncu's
 // "no instruction" was its largest stall).
-template <class T, Products kProducts, bool kMild>
+template <class T, Products kProducts, bool kMild, bool kChained>
 __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch;
   const WarpPart w = warp_part();
   const int r0 = w.r0();
+  // When the state passes between the blocks: the chunk's own update of it, U, from k and v
+  // decayed to the chunk's end (prepare_chunk).
+  T update[G::kStateRows][kChannelTiles][4];
+  if constexpr (kChained) {
+    chunk_update<kProducts>(update, a.value_mode == kNoDecay ? s.v : s.z, a.key_mode == kNoDecay ? s.k : s.w, w);
+    if (!a.out.present()) {  // the states alone, for a backward that computes them again
+      pass_state<false>(update, static_cast<T*>(nullptr), s, a, p);
+      return;
+    }
+  }
   T* stripe = s.stripes + w.a * kSub * G::kStripePitch;
   T* diag = s.diag + w.a * kSub;
   const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
   T o[kChannelTiles][4], inter[kChannelTiles][4];
-  causal_parts<kProducts, false>(o, inter, s, stripe, diag, s.q, s.k, key_p, s.v, value_p, w);  // A = q k^T
+  // The parts within the chunk first, which need no state: A = q k^T, then A v.
+  score_stripe<kProducts>(stripe, diag, s.q, s.k, key_p, w);
+  zero(o);
+  decayed_product<kProducts, true>(o, s.stripes, s.v, value_p, w);
+  // Then the part through the state h_n (from the chain, which takes h_{n+1} on to the next chunk).
+  if constexpr (kChained) pass_state<false>(update, s.h, s, a, p);
+  zero(inter);
+  through_state<kProducts, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
     const T sum = o[n][e] + diag[t - r0] * s.v[t * P + j];
     o[n][e] = kMild ? (sum + inter[n][e]) * value.from_start(t, j) : sum + inter[n][e] * value.from_start(t, j);
@@ -797,21 +976,23 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
 
 // The start of both per-chunk kernels: the block's chunk, its tiles loaded (prepare_chunk), then
 // body(tiles, place, way) with the chunk's way as a type: std::true_type for a mild chunk.
-template <class T, class Body>
+template <bool kChained, class T, class Body>
 __device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backward, const Body& body) {
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const ChunkTiles<T> s(smem_bytes, backward);
-  const Place p = place_of(a, a.chunks);
-  if (prepare_chunk(s, a, p, backward)) body(s, p, std::true_type{});
+  Place p;
+  if constexpr (kChained) p = place_of_ticket(a, take_ticket(a.chain.tickets), backward);
+  else p = place_of(a, a.chunks);
+  if (prepare_chunk<kChained>(s, a, p, backward)) body(s, p, std::true_type{});
   else body(s, p, std::false_type{});
 }
 
 // One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
 // from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
-template <class T, Products kProducts>
+template <class T, Products kProducts, bool kChained>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
-  for_block_chunk(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_output_body<T, kProducts, decltype(mild)::value>(s, a, p);
+  for_block_chunk<kChained>(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
+    chunk_output_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
   });
 }
 
@@ -984,7 +1165,7 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], DecayTerms<T>& terms, 
 // through dh' keep the decay to the chunk's end (<= 1) as a factor of their own, so no two large
 // factors meet. Each side's causal scores serve its forward-in-time product and, read transposed,
 // its backward-in-time one (input_gradient).
-template <class T, Products kProducts, bool kMild>
+template <class T, Products kProducts, bool kMild, bool kChained>
 __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, N = G::kThreads;
@@ -994,6 +1175,15 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   const Scaling<T> value{kMild, {s.Lv, a.value_mode}, mild_factors<T>(s.Lv), s.value_last};
   // The sides the products see: none once the decays are factored out of the operands.
   const Side<T> key_p{s.Lk, kMild ? kNoDecay : a.key_mode}, value_p{s.Lv, kMild ? kNoDecay : a.value_mode};
+  // When the state passes between the blocks: the chunk's own update of the state's gradient, W,
+  // from dout and q decayed from its start (prepare_chunk); then the chain: dh' (the gradient
+  // after the chunk) into s.dh, and the gradient before the chunk on to the block of the one before.
+  if constexpr (kChained) {
+    T update[G::kStateRows][kChannelTiles][4];
+    chunk_update<kProducts>(update, kMild || a.value_mode == kNoDecay ? s.dout : s.z,
+                            kMild || a.key_mode == kNoDecay ? s.q : s.w, warp_part());
+    pass_state<true>(update, s.dh, s, a, p);
+  }
   // The decay gradients' term of the carried state: dh'_ji exp(Lv_last,j) h_ji exp(Lk_last,i),
   // summed over rows j for the key side (exp(Lk_last,i) left for the end) and over columns i for
   // the value side (exp(Lv_last,j) likewise). Half the block takes each side: a thread per channel
@@ -1025,11 +1215,17 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   const int64_t scalar_part = static_cast<int64_t>(p.vt) * a.key_tiles + p.kt;
 
   // ---- the value side: dv, and dgv from w = o~ do - v dv~ and z = v dv^state.
-  causal_parts<kProducts, false>(acc, tmp, s, stripe, diag, s.q, s.k, key_p, s.v, value_p, w);  // A = q k^T, rows t
-  for_each_element(w, [&](int n, int e, int t, int j) {
-    const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
-    terms.w[n][e] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
-  });
+  // dv needs the scores A = q k^T (rows t); o~ = A v + q h, the forward's output again, only dgv.
+  if (a.value_mode != kNoDecay && a.grad_gv.present()) {
+    causal_parts<kProducts, false>(acc, tmp, s, stripe, diag, s.q, s.k, key_p, s.v, value_p, w);
+    for_each_element(w, [&](int n, int e, int t, int j) {
+      const T inter = kMild ? tmp[n][e] : tmp[n][e] * value.from_start(t, j);
+      terms.w[n][e] = (acc[n][e] + inter) * s.dout[t * P + j];  // o~ do
+    });
+  } else {
+    score_stripe<kProducts>(stripe, diag, s.q, s.k, key_p, w);
+    zero(terms.w);
+  }
   input_gradient<kProducts, false>(acc, terms, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
   write_decay_gradient(terms, s.gv_state, s.value_last, a.value_mode, a.grad_gv, p, w,
@@ -1051,10 +1247,10 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
 }
 
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
-template <class T, Products kProducts>
+template <class T, Products kProducts, bool kChained>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
-  for_block_chunk(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_gradient_body<T, kProducts, decltype(mild)::value>(s, a, p);
+  for_block_chunk<kChained>(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
+    chunk_gradient_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
   });
 }
 
@@ -1166,17 +1362,23 @@ int64_t sub_problems(const ScanArgs<T>& a) {
   return static_cast<int64_t>(a.key_tiles) * a.value_tiles;
 }
 
-// The states buffer: kWidth x kWidth per sub-problem, sequence and slot.
+// A states buffer: kWidth x kWidth per chain (sub-problem and sequence) and slot.
 template <class T>
 std::unique_ptr<DeviceBuffer> states_buffer(const ScanArgs<T>& a, int64_t slots, int device) {
   const int64_t n = sub_problems(a) * a.sequences * slots * kWidth * kWidth;
   return std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(n), device);
 }
 
-// The states before every chunk (a.states) and, with kBackward, their gradients after every chunk
-// (a.dstates): each chunk's updates in parallel, then the scans over chunks. With states_known
-// (the forward kept them) only the gradients' half of both runs. The updates' scratch is handed
-// back on return, which is safe once the scan reading it is queued (cuda/buffer.h).
+template <class T>
+dim3 chunk_grid(const ScanArgs<T>& a) {
+  return dim3(static_cast<unsigned>(sub_problems(a) * a.sequences * a.chunks));
+}
+
+// ScanStatePass::kKernels: the states before every chunk (a.states) and, with kBackward, their
+// gradients after every chunk (a.dstates): each chunk's updates in parallel, then the scans over
+// chunks. With states_known (the forward kept them) only the gradients' half of both runs. The
+// updates' scratch is handed back on return, which is safe once the scan reading it is queued
+// (cuda/buffer.h).
 template <class T, Products kProducts, bool kBackward>
 void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states_known = false) {
   const char* op = kBackward ? "gated_scan_backward" : "gated_scan";
@@ -1206,19 +1408,44 @@ void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states
                 op, a, half, int64_t{0});
 }
 
+// ScanStatePass::kChain: the counters of one per-chunk launch's chain (chunk_chain.cuh), zeroed on
+// the stream before it; handed back when the returned buffer goes, which is safe once the launch
+// is queued.
 template <class T>
-dim3 chunk_grid(const ScanArgs<T>& a) {
-  return dim3(static_cast<unsigned>(sub_problems(a) * a.sequences * a.chunks));
+std::unique_ptr<DeviceBuffer> start_chain(ScanArgs<T>& a, int device, cudaStream_t stream, const char* op) {
+  const size_t bytes = sizeof(int) * static_cast<size_t>(1 + sub_problems(a) * a.sequences);
+  auto counters = std::make_unique<DeviceBuffer>(bytes, device);
+  LINEA_CUDA_CHECK(cudaMemsetAsync(counters->as<void>(), 0, bytes, stream), op);
+  a.chain = {counters->as<unsigned>(), counters->as<int>() + 1};
+  return counters;
+}
+
+// The states before every chunk and the final one (slot chunks), as the backward reads them.
+template <class T>
+int64_t states_elements(const ScanArgs<T>& a) {
+  return sub_problems(a) * a.sequences * (a.chunks + 1) * kWidth * kWidth;
+}
+
+// chunk_output_kernel over every chunk: o, when a.out is present; with `chained` the states too
+// (a.states, a.state_slots per chain), else it reads them there.
+template <class T, Products kProducts>
+void run_chunk_output(ScanArgs<T>& a, bool chained, int device, cudaStream_t stream) {
+  const std::unique_ptr<DeviceBuffer> counters = chained ? start_chain(a, device, stream, "gated_scan") : nullptr;
+  launch_kernel(chained ? chunk_output_kernel<T, kProducts, true> : chunk_output_kernel<T, kProducts, false>,
+                chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(false), stream, "gated_scan", a);
+  a.chain = {};
 }
 
 // The whole-tensor copy of a (B, H, dv, dk) state, or undefined.
 inline Tensor contiguous_state(const Tensor& x) { return x.defined() ? contiguous_copy(x) : x; }
 
-// The states before every chunk and the final one: a tensor the backward can take over (kept), or
-// scratch handed back when the forward returns.
+// A sequence of no positions passes its state through unchanged: to = from (null: zeros).
 template <class T>
-int64_t states_elements(const ScanArgs<T>& a) {
-  return sub_problems(a) * a.sequences * (a.chunks + 1) * kWidth * kWidth;
+void pass_through(T* to, const T* from, const ScanArgs<T>& a, cudaStream_t stream, const char* op) {
+  if (to == nullptr) return;
+  const size_t bytes = sizeof(T) * static_cast<size_t>(a.sequences * a.dv * a.dk);
+  if (from != nullptr) LINEA_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream), op);
+  else LINEA_CUDA_CHECK(cudaMemsetAsync(to, 0, bytes, stream), op);
 }
 
 template <class T, Products kProducts>
@@ -1229,19 +1456,23 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
   a.s0 = initial.defined() ? initial.data<T>() : nullptr;
   LINEA_CHECK(!final_state.defined() || final_state.is_contiguous(), "gated_scan", "final_state must be contiguous");
   a.final_state = final_state.defined() ? final_state.data<T>() : nullptr;
+  if (kept != nullptr) *kept = empty({states_elements(a)}, dtype_of<T>::value, in.q.device());
+  if (a.chunks == 0) return pass_through(a.final_state, a.s0, a, stream, "gated_scan");
+  const bool chained = scan_state_pass() == ScanStatePass::kChain;
+  // The states: the kept tensor for the backward, else scratch handed back on return; passed
+  // between the blocks, only a ring of two slots per chain (pass_state).
   std::unique_ptr<DeviceBuffer> scratch;
+  a.state_slots = kept != nullptr || !chained ? a.chunks + 1 : 2;
   if (kept != nullptr) {
-    *kept = empty({states_elements(a)}, dtype_of<T>::value, in.q.device());
     a.states = kept->data<T>();
   } else {
-    scratch = states_buffer(a, a.chunks + 1, device);
+    scratch = states_buffer(a, a.state_slots, device);
     a.states = scratch->as<T>();
   }
   const Output<T> o(out, a.key_tiles, device);
   a.out = o.operand();
-  compute_states<T, kProducts, false>(a, device, stream);
-  launch_kernel(chunk_output_kernel<T, kProducts>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(false),
-                stream, "gated_scan", a);
+  if (!chained) compute_states<T, kProducts, false>(a, device, stream);
+  run_chunk_output<T, kProducts>(a, chained, device, stream);
   o.add(stream, device);
 }
 
@@ -1258,10 +1489,17 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   LINEA_CHECK(!kept.defined() || (kept.numel() == states_elements(a) && kept.dtype() == dtype_of<T>::value),
               "gated_scan_backward", "the kept states ", kept.describe(), " are not those of these inputs (",
               states_elements(a), " elements)");
-  const std::unique_ptr<DeviceBuffer> states = kept.defined() ? nullptr : states_buffer(a, a.chunks + 1, device);
-  const std::unique_ptr<DeviceBuffer> dstates = states_buffer(a, a.chunks, device);
+  if (a.chunks == 0) return pass_through(a.dinitial, a.dfinal, a, stream, "gated_scan_backward");
+  const bool chained = scan_state_pass() == ScanStatePass::kChain;
+  a.state_slots = a.chunks + 1;
+  a.dstate_slots = chained ? 2 : a.chunks;  // passed between the blocks: a ring (pass_state)
+  const std::unique_ptr<DeviceBuffer> states = kept.defined() ? nullptr : states_buffer(a, a.state_slots, device);
+  const std::unique_ptr<DeviceBuffer> dstates = states_buffer(a, a.dstate_slots, device);
   a.states = kept.defined() ? const_cast<T*>(kept.data<T>()) : states->as<T>();
   a.dstates = dstates->as<T>();
+  // Without kept states: the forward's again, with the state pass the gradients' pass takes.
+  if (!chained) compute_states<T, kProducts, true>(a, device, stream, kept.defined());
+  else if (!kept.defined()) run_chunk_output<T, kProducts>(a, true, device, stream);  // no a.out: the states alone
   // Partial sums: dq, dk over value tiles, dv over key tiles; a decay gradient like its side's
   // inputs, or over every tile for one decay per step.
   const int64_t tiles = sub_problems(a);
@@ -1273,8 +1511,10 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   a.grad_v = dv.operand();
   a.grad_gk = dgk.operand();
   a.grad_gv = dgv.operand();
-  compute_states<T, kProducts, true>(a, device, stream, kept.defined());
-  launch_kernel(chunk_gradient_kernel<T, kProducts>, chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
+  const std::unique_ptr<DeviceBuffer> counters =
+      chained ? start_chain(a, device, stream, "gated_scan_backward") : nullptr;
+  launch_kernel(chained ? chunk_gradient_kernel<T, kProducts, true> : chunk_gradient_kernel<T, kProducts, false>,
+                chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
                 stream, "gated_scan_backward", a);
   for (const Output<T>* x : {&dq, &dk, &dv, &dgk, &dgv}) x->add(stream, device);
 }

@@ -9,7 +9,7 @@ bool tf32_available() {
   // The PTX the loaded kernels came from: compute_80 or newer has the mma instructions.
   static const bool available = [] {
     cudaFuncAttributes attributes{};
-    return cudaFuncGetAttributes(&attributes, chunk_output_kernel<float, Products::kTF32>) == cudaSuccess &&
+    return cudaFuncGetAttributes(&attributes, chunk_output_kernel<float, Products::kTF32, false>) == cudaSuccess &&
            attributes.ptxVersion >= 80;
   }();
   return available;

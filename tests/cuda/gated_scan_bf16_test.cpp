@@ -49,9 +49,10 @@ struct Case {
 std::string label(const Case& c, ScanAlgorithm a) {
   auto name = [](Decay d) { return d == Decay::None ? "none" : d == Decay::Scalar ? "step" : "channel"; };
   std::ostringstream os;
-  os << (a == ScanAlgorithm::Chunked ? "chunked" : "sequential") << " B=" << c.shape.B << " H=" << c.shape.H
-     << " T=" << c.shape.T << " dk=" << c.shape.dk << " dv=" << c.shape.dv << " gk=" << name(c.key)
-     << " gv=" << name(c.value) << (c.initial_state ? " s0" : "") << (c.gentle ? " gentle" : " strong");
+  os << (a == ScanAlgorithm::Chunked ? std::string("chunked, ") + scan_state_pass_name() : "sequential")
+     << " B=" << c.shape.B << " H=" << c.shape.H << " T=" << c.shape.T << " dk=" << c.shape.dk << " dv=" << c.shape.dv
+     << " gk=" << name(c.key) << " gv=" << name(c.value) << (c.initial_state ? " s0" : "")
+     << (c.gentle ? " gentle" : " strong");
   return os.str();
 }
 
@@ -109,16 +110,22 @@ TEST(CudaGatedScanBFloat16, WithinTheDerivedBoundsOfTheFloat64Scan) {
       for (const bool gentle : {true, false}) {
         const auto [dk, dv] = widths[w++ % std::size(widths)];
         const Case c{key, value, {2, 2, t, dk, dv}, w % 3 == 0, gentle};
-        for (const ScanAlgorithm a : {ScanAlgorithm::Chunked, ScanAlgorithm::Sequential})
-          expect_within_bounds(c, a, seed += 10);
+        expect_within_bounds(c, ScanAlgorithm::Sequential, seed += 10);
+        for (const NamedScanStatePass& pass : kScanStatePasses) {
+          const ScanStatePassSetting state_pass(pass.pass);
+          expect_within_bounds(c, ScanAlgorithm::Chunked, seed += 10);
+        }
       }
 }
 
 TEST(CudaGatedScanBFloat16, LongSequenceWithinTheBounds) {
   LINEA_SKIP_WITHOUT_CUDA();
   // ReGLA's layout (a key decay per step, a value decay per channel) over 32 chunks.
-  expect_within_bounds({Decay::Scalar, Decay::PerChannel, {1, 2, 2048, 64, 64}, true, true}, ScanAlgorithm::Chunked,
-                       7);
+  for (const NamedScanStatePass& pass : kScanStatePasses) {
+    const ScanStatePassSetting state_pass(pass.pass);
+    expect_within_bounds({Decay::Scalar, Decay::PerChannel, {1, 2, 2048, 64, 64}, true, true}, ScanAlgorithm::Chunked,
+                         7);
+  }
 }
 
 // x's values (bfloat16, on the GPU) as a leaf that requires grad, laid out as the kernels meet
@@ -142,26 +149,29 @@ Tensor laid_out(const Tensor& x, bool heads_last) {
 TEST(CudaGatedScanBFloat16, ReadsEveryLayoutInPlace) {
   LINEA_SKIP_WITHOUT_CUDA();
   uint64_t seed = 900;
-  for (const auto& [dk, dv] : {std::pair<int64_t, int64_t>{64, 64}, {36, 20}, {100, 72}})
-    for (const bool heads_last : {true, false}) {
-      const ScanShape shape{2, 3, 130, dk, dv};
-      const ScanInputs x64 = draw_scan_inputs(Decay::Scalar, Decay::PerChannel, true, shape, kFloat64, seed += 10);
-      const ScanInputs packed = bfloat16_scan_inputs(x64, gpu());
-      ScanInputs laid = bfloat16_scan_inputs(x64, gpu());
-      laid.q = laid_out(packed.q, heads_last);
-      laid.k = laid_out(packed.k, heads_last);
-      laid.v = laid_out(packed.v, heads_last);
-      ASSERT_EQ(laid.q.is_contiguous(), !heads_last);
-      Generator gen(seed + 1);
-      const Tensor dout = to(to(randn({shape.B, shape.H, shape.T, dv}, kFloat32, &gen), kBFloat16), kFloat64);
-      const Tensor dfinal = to(randn({shape.B, shape.H, dv, dk}, kFloat32, &gen), kFloat64);
-      const std::vector<Tensor> want = scan_results(packed, dout, dfinal, ScanAlgorithm::Chunked);
-      const std::vector<Tensor> got = scan_results(laid, dout, dfinal, ScanAlgorithm::Chunked);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_EQ(max_abs_diff(got[i], want[i]), 0.0)
-            << "result " << i << " at dk=" << dk << " dv=" << dv << (heads_last ? " heads last" : " off boundary");
-    }
+  for (const NamedScanStatePass& pass : kScanStatePasses)
+    for (const auto& [dk, dv] : {std::pair<int64_t, int64_t>{64, 64}, {36, 20}, {100, 72}})
+      for (const bool heads_last : {true, false}) {
+        const ScanStatePassSetting state_pass(pass.pass);
+        const ScanShape shape{2, 3, 130, dk, dv};
+        const ScanInputs x64 = draw_scan_inputs(Decay::Scalar, Decay::PerChannel, true, shape, kFloat64, seed += 10);
+        const ScanInputs packed = bfloat16_scan_inputs(x64, gpu());
+        ScanInputs laid = bfloat16_scan_inputs(x64, gpu());
+        laid.q = laid_out(packed.q, heads_last);
+        laid.k = laid_out(packed.k, heads_last);
+        laid.v = laid_out(packed.v, heads_last);
+        ASSERT_EQ(laid.q.is_contiguous(), !heads_last);
+        Generator gen(seed + 1);
+        const Tensor dout = to(to(randn({shape.B, shape.H, shape.T, dv}, kFloat32, &gen), kBFloat16), kFloat64);
+        const Tensor dfinal = to(randn({shape.B, shape.H, dv, dk}, kFloat32, &gen), kFloat64);
+        const std::vector<Tensor> want = scan_results(packed, dout, dfinal, ScanAlgorithm::Chunked);
+        const std::vector<Tensor> got = scan_results(laid, dout, dfinal, ScanAlgorithm::Chunked);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_EQ(max_abs_diff(got[i], want[i]), 0.0)
+              << "result " << i << " at dk=" << dk << " dv=" << dv << (heads_last ? " heads last" : " off boundary")
+              << ", " << pass.name;
+      }
 }
 
 // The chunked kernels' products ran in bfloat16: the final state (float32, never rounded as a

@@ -109,15 +109,28 @@ std::vector<Case> cases() {
   return out;
 }
 
-void expect_all_cases(ScanAlgorithm algorithm) {
-  uint64_t seed = 1;
-  for (const Precision& p : kPrecisions) {
-    if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;  // the sequential kernels are exact
-    const Tf32Setting mode(p.tf32);
-    for (const Case& c : cases())
-      expect_device_parity(scan_of(c, algorithm), draw(c, p.dtype, seed += 10), scan_tolerance(p),
-                           label(c, p, algorithm));
+// Runs f(a label's suffix) once for each way the chunked kernels pass the state between chunks
+// (cuda::ScanStatePass: each its own code in them), once for the sequential kernels.
+template <class F>
+void for_each_state_pass(ScanAlgorithm algorithm, const F& f) {
+  if (algorithm != ScanAlgorithm::Chunked) return f(std::string());
+  for (const NamedScanStatePass& p : kScanStatePasses) {
+    const ScanStatePassSetting setting(p.pass);
+    f(std::string(" ") + p.name);
   }
+}
+
+void expect_all_cases(ScanAlgorithm algorithm) {
+  for_each_state_pass(algorithm, [&](const std::string& pass) {
+    uint64_t seed = 1;
+    for (const Precision& p : kPrecisions) {
+      if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;  // the sequential kernels are exact
+      const Tf32Setting mode(p.tf32);
+      for (const Case& c : cases())
+        expect_device_parity(scan_of(c, algorithm), draw(c, p.dtype, seed += 10), scan_tolerance(p),
+                             label(c, p, algorithm) + pass);
+    }
+  });
 }
 
 TEST(CudaGatedScan, ChunkedMatchesCpu) {
@@ -152,38 +165,44 @@ TEST(CudaGatedScan, ExtremeDecays) {
                       full(s, -std::numeric_limits<double>::infinity(), kFloat64), full(s, -0.01, kFloat64));
        }}};
   for (ScanAlgorithm algorithm : kAlgorithms)
-    for (const Precision& p : kPrecisions) {
-      if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;
-      const Tf32Setting mode(p.tf32);
-      for (const Extreme& e : extremes)
-        for (const Layout& l : {kLayouts[3], kLayouts[4], kLayouts[2]}) {
-          const Case c{2, 2, 150, 24, 20, l.key, l.value, true};
-          const std::vector<Tensor> x = draw(c, p.dtype, 40, e.draw);
-          const Tolerance tol = p.dtype == kFloat64 ? Tolerance{1e-11, 0, true} : scan_tolerance(p);
-          expect_device_parity(scan_of(c, algorithm), x, tol, label(c, p, algorithm) + " " + e.name);
-        }
-    }
+    for_each_state_pass(algorithm, [&](const std::string& pass) {
+      for (const Precision& p : kPrecisions) {
+        if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;
+        const Tf32Setting mode(p.tf32);
+        for (const Extreme& e : extremes)
+          for (const Layout& l : {kLayouts[3], kLayouts[4], kLayouts[2]}) {
+            const Case c{2, 2, 150, 24, 20, l.key, l.value, true};
+            const std::vector<Tensor> x = draw(c, p.dtype, 40, e.draw);
+            const Tolerance tol = p.dtype == kFloat64 ? Tolerance{1e-11, 0, true} : scan_tolerance(p);
+            expect_device_parity(scan_of(c, algorithm), x, tol, label(c, p, algorithm) + " " + e.name + pass);
+          }
+      }
+    });
 }
 
 TEST(CudaGatedScan, StridedInputs) {
   LINEA_SKIP_WITHOUT_CUDA();
   for (ScanAlgorithm algorithm : kAlgorithms)
-    for (const Precision& p : kPrecisions) {
-      if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;
-      const Tf32Setting mode(p.tf32);
-      // The layers' layout: (B, T, H, d) transposed to (B, H, T, d), read in place.
-      Generator gen(5);
-      const std::vector<Tensor> x = {random_normal({2, 145, 3, 20}, p.dtype, 6), random_normal({2, 145, 3, 20}, p.dtype, 7),
-                                     random_normal({2, 145, 3, 12}, p.dtype, 8),
-                                     to(uniform({2, 145, 3, 12}, -1, -0.01, kFloat64, &gen), p.dtype)};
-      expect_device_parity(
-          [algorithm](const std::vector<Tensor>& t) {
-            const Tensor o = gated_linear_scan(transpose(t[0], 1, 2), transpose(t[1], 1, 2), transpose(t[2], 1, 2),
-                                               Tensor(), transpose(t[3], 1, 2), Tensor(), algorithm);
-            return o;
-          },
-          x, scan_tolerance(p), std::string("heads-last layout ") + algorithm_name(algorithm) + " " + p.name());
-    }
+    for_each_state_pass(algorithm, [&](const std::string& pass) {
+      for (const Precision& p : kPrecisions) {
+        if (p.tf32 && algorithm != ScanAlgorithm::Chunked) continue;
+        const Tf32Setting mode(p.tf32);
+        // The layers' layout: (B, T, H, d) transposed to (B, H, T, d), read in place.
+        Generator gen(5);
+        const std::vector<Tensor> x = {random_normal({2, 145, 3, 20}, p.dtype, 6),
+                                       random_normal({2, 145, 3, 20}, p.dtype, 7),
+                                       random_normal({2, 145, 3, 12}, p.dtype, 8),
+                                       to(uniform({2, 145, 3, 12}, -1, -0.01, kFloat64, &gen), p.dtype)};
+        expect_device_parity(
+            [algorithm](const std::vector<Tensor>& t) {
+              const Tensor o = gated_linear_scan(transpose(t[0], 1, 2), transpose(t[1], 1, 2), transpose(t[2], 1, 2),
+                                                 Tensor(), transpose(t[3], 1, 2), Tensor(), algorithm);
+              return o;
+            },
+            x, scan_tolerance(p),
+            std::string("heads-last layout ") + algorithm_name(algorithm) + " " + p.name() + pass);
+      }
+    });
 }
 
 // The output comes out in v's memory order, each gradient in its input's: the layers' head merge
@@ -201,73 +220,130 @@ TEST(CudaGatedScan, OutputsKeepTheInputsLayout) {
 // 16k positions (256 chunks, the state carried through all of them): finite, and equal to the CPU.
 TEST(CudaGatedScan, LongSequence) {
   LINEA_SKIP_WITHOUT_CUDA();
-  for (const Precision& p : {kPrecisions[1], kPrecisions[2]}) {
-    const Tf32Setting mode(p.tf32);
-    const Case c{1, 2, 16384, 64, 64, Decay::Scalar, Decay::PerChannel, false};
-    const std::vector<Tensor> x = draw(c, kFloat32, 50, [](const Shape& s, Generator& gen) {
-      return uniform(s, -0.05, 0.0, kFloat64, &gen);  // long memories: the state sums many steps
-    });
-    std::vector<Tensor> gx;
-    for (const Tensor& e : x) gx.push_back(on_gpu(e).requires_grad_(true));
-    const Tensor y = scan_of(c, ScanAlgorithm::Chunked)(gx);
-    const auto g = grad(sum(y * y), gx);
-    EXPECT_TRUE(std::isfinite(sum(to(y, kCPU)).item())) << p.name();
-    for (const Tensor& e : g) EXPECT_TRUE(std::isfinite(sum(to(e, kCPU)).item())) << p.name();
-    expect_device_parity(scan_of(c, ScanAlgorithm::Chunked), x, scan_tolerance(p), label(c, p, ScanAlgorithm::Chunked));
-  }
+  for_each_state_pass(ScanAlgorithm::Chunked, [&](const std::string& pass) {
+    for (const Precision& p : {kPrecisions[1], kPrecisions[2]}) {
+      const Tf32Setting mode(p.tf32);
+      const Case c{1, 2, 16384, 64, 64, Decay::Scalar, Decay::PerChannel, false};
+      const std::vector<Tensor> x = draw(c, kFloat32, 50, [](const Shape& s, Generator& gen) {
+        return uniform(s, -0.05, 0.0, kFloat64, &gen);  // long memories: the state sums many steps
+      });
+      std::vector<Tensor> gx;
+      for (const Tensor& e : x) gx.push_back(on_gpu(e).requires_grad_(true));
+      const Tensor y = scan_of(c, ScanAlgorithm::Chunked)(gx);
+      const auto g = grad(sum(y * y), gx);
+      EXPECT_TRUE(std::isfinite(sum(to(y, kCPU)).item())) << p.name() << pass;
+      for (const Tensor& e : g) EXPECT_TRUE(std::isfinite(sum(to(e, kCPU)).item())) << p.name() << pass;
+      expect_device_parity(scan_of(c, ScanAlgorithm::Chunked), x, scan_tolerance(p),
+                           label(c, p, ScanAlgorithm::Chunked) + pass);
+    }
+  });
 }
 
 // No atomics: partial sums over tiles (dk, dv > 64 here) are added in a fixed order, so two
 // backward passes agree bit for bit.
 TEST(CudaGatedScan, BackwardIsDeterministic) {
   LINEA_SKIP_WITHOUT_CUDA();
-  for (ScanAlgorithm algorithm : kAlgorithms) {
-    const Case c{1, 2, 200, 100, 130, Decay::Scalar, Decay::PerChannel, true};
-    std::vector<Tensor> x;
-    for (const Tensor& e : draw(c, kFloat32, 60)) x.push_back(on_gpu(e).requires_grad_(true));
-    const DeviceFn f = scan_of(c, algorithm);
-    const Tensor u = on_gpu(random_normal(f(x).shape(), kFloat32, 61));
-    const auto first = grad(f(x), x, u);
-    const auto second = grad(f(x), x, u);
-    for (size_t i = 0; i < x.size(); ++i)
-      EXPECT_TRUE(same_values(first[i], second[i])) << algorithm_name(algorithm) << " input " << i;
-  }
+  for (ScanAlgorithm algorithm : kAlgorithms)
+    for_each_state_pass(algorithm, [&](const std::string& pass) {
+      const Case c{1, 2, 200, 100, 130, Decay::Scalar, Decay::PerChannel, true};
+      std::vector<Tensor> x;
+      for (const Tensor& e : draw(c, kFloat32, 60)) x.push_back(on_gpu(e).requires_grad_(true));
+      const DeviceFn f = scan_of(c, algorithm);
+      const Tensor u = on_gpu(random_normal(f(x).shape(), kFloat32, 61));
+      const auto first = grad(f(x), x, u);
+      const auto second = grad(f(x), x, u);
+      for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_TRUE(same_values(first[i], second[i])) << algorithm_name(algorithm) << pass << " input " << i;
+    });
+}
+
+// A case's inputs on the GPU, for the tests that call the backend's kernels directly.
+struct GpuScanInputs {
+  Tensor q, k, v, gk, gv, s0;
+};
+GpuScanInputs gpu_inputs(const Case& c, DType dtype, uint64_t seed) {
+  std::vector<Tensor> x;
+  for (const Tensor& e : draw(c, dtype, seed)) x.push_back(on_gpu(e));
+  GpuScanInputs in{x[0], x[1], x[2]};
+  size_t next = 3;
+  if (c.key != Decay::None) in.gk = x[next++];
+  if (c.value != Decay::None) in.gv = x[next++];
+  if (c.initial_state) in.s0 = x[next];
+  return in;
+}
+
+// Calls f(c, p, inputs, label) for both cases shapes(layout) gives for each of `layouts`, in every
+// precision and state pass, with c's inputs drawn from `seed` on the GPU (the tests below call the
+// backend's chunked kernels directly).
+template <class Shapes, class F>
+void for_each_direct_case(std::initializer_list<Layout> layouts, const Shapes& shapes, uint64_t seed, const F& f) {
+  for (const NamedScanStatePass& pass : kScanStatePasses)
+    for (const Precision& p : kPrecisions)
+      for (const Layout& l : layouts)
+        for (const Case& c : shapes(l)) {
+          const ScanStatePassSetting state_pass(pass.pass);
+          const Tf32Setting mode(p.tf32);
+          f(c, p, gpu_inputs(c, p.dtype, seed), label(c, p, ScanAlgorithm::Chunked) + " " + pass.name);
+        }
 }
 
 // The chunked forward keeps the states before every chunk for its backward (when a gradient is to
 // come); the backward reading them gives the gradients of the backward that recomputes them, bit
-// for bit, in every precision, over several chunks and several 64-channel tiles.
+// for bit, in every precision and either state pass, over several chunks and 64-channel tiles.
 TEST(CudaGatedScan, KeptStatesGiveTheRecomputedGradients) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Backend& gpu_kernels = backend_for(gpu());
-  for (const Precision& p : kPrecisions)
-    for (const Layout& l : {kLayouts[3], kLayouts[4], kLayouts[0]})
-      for (const Case& c : {Case{2, 2, 130, 64, 64, l.key, l.value, true}, Case{1, 3, 77, 100, 65, l.key, l.value, false}}) {
-        const Tf32Setting mode(p.tf32);
-        std::vector<Tensor> x;
-        for (const Tensor& e : draw(c, p.dtype, 80)) x.push_back(on_gpu(e));
-        size_t next = 3;
-        const Tensor gk = c.key != Decay::None ? x[next++] : Tensor();
-        const Tensor gv = c.value != Decay::None ? x[next++] : Tensor();
-        const Tensor s0 = c.initial_state ? x[next] : Tensor();
+  auto shapes = [](const Layout& l) {
+    return std::array{Case{2, 2, 130, 64, 64, l.key, l.value, true}, Case{1, 3, 77, 100, 65, l.key, l.value, false}};
+  };
+  for_each_direct_case(
+      {kLayouts[3], kLayouts[4], kLayouts[0]}, shapes, 80,
+      [&](const Case& c, const Precision& p, const GpuScanInputs& in, const std::string& what) {
         const Tensor out = empty({c.batch, c.heads, c.steps, c.dv}, p.dtype, gpu());
         Tensor kept;
-        gpu_kernels.gated_scan(x[0], x[1], x[2], gk, gv, s0, out, Tensor(), ScanAlgorithm::Chunked, &kept);
-        ASSERT_TRUE(kept.defined()) << label(c, p, ScanAlgorithm::Chunked);
+        gpu_kernels.gated_scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, out, Tensor(), ScanAlgorithm::Chunked, &kept);
+        ASSERT_TRUE(kept.defined()) << what;
         const Tensor dout = on_gpu(random_normal(out.shape(), p.dtype, 81));
         auto gradients = [&](const Tensor& states) {
           std::vector<Tensor> g;
-          for (const Tensor* input : std::array<const Tensor*, 6>{&x[0], &x[1], &x[2], &gk, &gv, &s0})
+          for (const Tensor* input : {&in.q, &in.k, &in.v, &in.gk, &in.gv, &in.s0})
             g.push_back(input->defined() ? empty(input->shape(), p.dtype, gpu()) : Tensor());
-          gpu_kernels.gated_scan_backward(x[0], x[1], x[2], gk, gv, s0, dout, Tensor(), g[0], g[1], g[2], g[3], g[4],
-                                          g[5], ScanAlgorithm::Chunked, states);
+          gpu_kernels.gated_scan_backward(in.q, in.k, in.v, in.gk, in.gv, in.s0, dout, Tensor(), g[0], g[1], g[2], g[3],
+                                          g[4], g[5], ScanAlgorithm::Chunked, states);
           return g;
         };
         const std::vector<Tensor> from_kept = gradients(kept), recomputed = gradients(Tensor());
         for (size_t i = 0; i < from_kept.size(); ++i)
-          if (from_kept[i].defined())
-            EXPECT_TRUE(same_values(from_kept[i], recomputed[i])) << label(c, p, ScanAlgorithm::Chunked) << " input " << i;
-      }
+          if (from_kept[i].defined()) EXPECT_TRUE(same_values(from_kept[i], recomputed[i])) << what << " input " << i;
+      });
+}
+
+// The forward without a backward to come keeps no states: with the state passed between the
+// chunks' blocks it goes through a ring of two slots per sequence instead. Either way the output
+// and the final state are those of the forward that keeps them, bit for bit, over many chunks and
+// several 64-channel tiles, with more blocks than the GPU holds at once.
+TEST(CudaGatedScan, ForwardWithoutKeptStatesGivesTheSameResults) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const Backend& gpu_kernels = backend_for(gpu());
+  auto shapes = [](const Layout& l) {
+    return std::array{Case{4, 8, 1000, 64, 64, l.key, l.value, true}, Case{1, 3, 333, 100, 130, l.key, l.value, false}};
+  };
+  for_each_direct_case(
+      {kLayouts[2], kLayouts[3], kLayouts[4]}, shapes, 90,
+      [&](const Case& c, const Precision& p, const GpuScanInputs& in, const std::string& what) {
+        auto run = [&](bool keep) {
+          const Tensor out = empty({c.batch, c.heads, c.steps, c.dv}, p.dtype, gpu());
+          const Tensor final_state = empty({c.batch, c.heads, c.dv, c.dk}, p.dtype, gpu());
+          Tensor kept;
+          gpu_kernels.gated_scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, out, final_state, ScanAlgorithm::Chunked,
+                                 keep ? &kept : nullptr);
+          return std::pair{out, final_state};
+        };
+        const auto [kept_out, kept_final] = run(true);
+        const auto [ring_out, ring_final] = run(false);
+        EXPECT_TRUE(same_values(kept_out, ring_out)) << what;
+        EXPECT_TRUE(same_values(kept_final, ring_final)) << what;
+      });
 }
 
 // The tensor cores' error is TF32 rounding: next to the float64 result, exact float32 is within
@@ -298,22 +374,24 @@ TEST(CudaGatedScan, Tf32DiffersFromExactByRoundingOnly) {
     const std::vector<Tensor> truth = results_of(x, u);  // float64 on the CPU
     std::vector<Tensor> x32, x32_gpu;
     for (const Tensor& e : x) x32_gpu.push_back(on_gpu(to(e, kFloat32)));
-    for (bool tf32 : {false, true}) {
-      const Tf32Setting mode(tf32);
-      const std::vector<Tensor> r = results_of(x32_gpu, on_gpu(to(u, kFloat32)));
-      for (size_t i = 0; i < r.size(); ++i) {
-        const double relative = max_abs_diff(r[i], truth[i]) / max(abs(truth[i])).item();
-        const std::string& what = names[i];
-        std::printf("[tf32] scan gk=%s gv=%s %s %s: %.2e of the largest value\n", decay_name(l.key).c_str(),
-                    decay_name(l.value).c_str(), tf32 ? "TF32" : "exact", what.c_str(), relative);
-        if (tf32) {
-          EXPECT_LT(relative, 5e-3) << what;
-          EXPECT_GT(relative, 1e-5) << what;
-        } else {
-          EXPECT_LT(relative, 1e-5) << what;
+    for (const NamedScanStatePass& pass : kScanStatePasses)
+      for (bool tf32 : {false, true}) {
+        const ScanStatePassSetting state_pass(pass.pass);
+        const Tf32Setting mode(tf32);
+        const std::vector<Tensor> r = results_of(x32_gpu, on_gpu(to(u, kFloat32)));
+        for (size_t i = 0; i < r.size(); ++i) {
+          const double relative = max_abs_diff(r[i], truth[i]) / max(abs(truth[i])).item();
+          const std::string what = names[i] + ", " + pass.name;
+          std::printf("[tf32] scan gk=%s gv=%s %s %s: %.2e of the largest value\n", decay_name(l.key).c_str(),
+                      decay_name(l.value).c_str(), tf32 ? "TF32" : "exact", what.c_str(), relative);
+          if (tf32) {
+            EXPECT_LT(relative, 5e-3) << what;
+            EXPECT_GT(relative, 1e-5) << what;
+          } else {
+            EXPECT_LT(relative, 1e-5) << what;
+          }
         }
       }
-    }
   }
 }
 

@@ -70,4 +70,29 @@ class NoTf32 : public Tf32Setting {
   NoTf32() : Tf32Setting(false) {}
 };
 
+// Sets how the chunked scan passes its state between chunks for a scope, restoring it after.
+class ScanStatePassSetting {
+ public:
+  explicit ScanStatePassSetting(cuda::ScanStatePass pass) : was_(cuda::scan_state_pass()) {
+    cuda::set_scan_state_pass(pass);
+  }
+  ~ScanStatePassSetting() { cuda::set_scan_state_pass(was_); }
+  ScanStatePassSetting(const ScanStatePassSetting&) = delete;
+  ScanStatePassSetting& operator=(const ScanStatePassSetting&) = delete;
+
+ private:
+  cuda::ScanStatePass was_;
+};
+
+// Both of the chunked scan's state passes, with their names for the tests' labels.
+struct NamedScanStatePass {
+  cuda::ScanStatePass pass;
+  const char* name;
+};
+inline constexpr NamedScanStatePass kScanStatePasses[] = {{cuda::ScanStatePass::kKernels, "state kernels"},
+                                                          {cuda::ScanStatePass::kChain, "state chain"}};
+inline const char* scan_state_pass_name() {
+  return cuda::scan_state_pass() == cuda::ScanStatePass::kChain ? "state chain" : "state kernels";
+}
+
 }  // namespace linea::testing
