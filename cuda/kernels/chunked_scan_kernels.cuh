@@ -95,6 +95,7 @@
 #include "cuda/backend.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/kernels/chain_order.h"
 #include "cuda/kernels/chunk_chain.cuh"
 #include "cuda/kernels/chunked_scan.cuh"
 #include "cuda/kernels/chunked_scan.h"
@@ -179,8 +180,8 @@ __device__ __forceinline__ Place place_of(const ScanArgs<T>& a, int64_t count, i
 template <class T>
 __device__ __forceinline__ Place place_of_ticket(const ScanArgs<T>& a, unsigned ticket, bool backward) {
   const int64_t chains = static_cast<int64_t>(a.key_tiles) * a.value_tiles * a.sequences;
-  const int64_t step = ticket / chains;
-  return place_in_chain(a, ticket % chains, backward ? a.chunks - 1 - step : step);
+  const ChainPlace c = ticket_place(ticket, chains, a.chunks, backward);  // chain_order.h
+  return place_in_chain(a, c.chain, c.chunk);
 }
 
 // The state tile of a chain's slot in a states buffer with `slots` per chain.
@@ -881,12 +882,12 @@ __device__ void pass_state(const T (&update)[Geometry<T>::kStateRows][kChannelTi
   using G = Geometry<T>;
   using Pair = std::conditional_t<std::is_same_v<T, float>, float2, double2>;
   constexpr int P = G::kPitch, R = G::kStateRows;
-  const int64_t step = kBackward ? a.chunks - 1 - p.index : p.index;  // links before this one
+  const int64_t step = links_before(p.index, a.chunks, kBackward);  // chain_order.h
   const int64_t slots = kBackward ? a.dstate_slots : a.state_slots;
-  // In: the state before chunk n (slot n), or the gradient after it (slot n % 2). Out: the state
-  // before chunk n + 1, or the gradient after chunk n - 1 (slot (n - 1) % 2 = (n + 1) % 2).
-  T* in = state_tile(kBackward ? a.dstates : a.states, p, slots, p.index % slots);
-  T* out = state_tile(kBackward ? a.dstates : a.states, p, slots, (p.index + 1) % slots);
+  // In: the state before chunk n, or the gradient after it. Out: the state before chunk n + 1, or
+  // the gradient after chunk n - 1.
+  T* in = state_tile(kBackward ? a.dstates : a.states, p, slots, slot_in(p.index, slots));
+  T* out = state_tile(kBackward ? a.dstates : a.states, p, slots, slot_out(p.index, slots, kBackward));
   int* published = a.chain.published + p.chain;
   const WarpPart w = warp_part();
   const FragmentLane l = fragment_lane();

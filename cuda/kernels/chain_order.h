@@ -1,0 +1,42 @@
+#pragma once
+// The order in which the chunked scan's per-chunk blocks pass the state along when it goes from
+// block to block (ScanStatePass::kChain; chunk_chain.cuh, chunked_scan_kernels.cuh: pass_state):
+// which chunk a ticket stands for, how many links of its chain come before it, and the slots it
+// reads and writes. Plain arithmetic, so that host code checks it as the kernels use it
+// (tests/cuda/chain_order_test.cpp runs the protocol with blocks interleaved at random).
+//
+// A chain is one sequence of one sub-problem; its chunks run forward in time for the states,
+// backward for their gradients. The block of chunk n reads what comes into its chunk (the state
+// before it, or the gradient after it) from slot_in(n) and writes what goes out of it (the state
+// before chunk n + 1, or the gradient after chunk n - 1) to slot_out(n), where the next link
+// reads it, with `slots` per chain: chunks + 1 keeps every state (the forward's, for the backward),
+// 2 is a ring. A ring of two is enough because a block writes only after its predecessor
+// published, and in a ring of two the slot it writes is the one its predecessor read, before it
+// published.
+#include <cstdint>
+
+namespace linea::cuda::chunked {
+
+struct ChainPlace {
+  int64_t chain, chunk;
+};
+
+// The chunk of the block with `ticket` among chains x chunks: every chain's first chunk (backward:
+// its last), then every chain's second, and so on, so that the chunk before a block's own in its
+// chain always has the smaller ticket.
+constexpr ChainPlace ticket_place(int64_t ticket, int64_t chains, int64_t chunks, bool backward) {
+  const int64_t step = ticket / chains;
+  return {ticket % chains, backward ? chunks - 1 - step : step};
+}
+
+// How many links of the chain come before chunk's: its block may read once that many have published.
+constexpr int64_t links_before(int64_t chunk, int64_t chunks, bool backward) {
+  return backward ? chunks - 1 - chunk : chunk;
+}
+
+constexpr int64_t slot_in(int64_t chunk, int64_t slots) { return chunk % slots; }
+constexpr int64_t slot_out(int64_t chunk, int64_t slots, bool backward) {
+  return slot_in(backward ? chunk - 1 + slots : chunk + 1, slots);
+}
+
+}  // namespace linea::cuda::chunked
