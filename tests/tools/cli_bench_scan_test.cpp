@@ -1,5 +1,7 @@
 // `linea bench scan --what kernel` at a short length on the CPU, run as a user runs it: a JSON
-// line per gate and state pass, each naming its pass; a pass it does not know refused by name.
+// line per gate and state pass, each naming its pass; a pass it does not know, given by flag or by
+// LINEA_SCAN_STATES, refused by name.
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,19 @@ TEST(CliBenchScan, RefusesAStatePassItDoesNotKnow) {
   EXPECT_EQ(o.status, 2) << o.output;
   EXPECT_NE(o.output.find("--state-passes takes kernels and chain, got 'chian'"), std::string::npos) << o.output;
 }
+
+#ifdef LINEA_WITH_CUDA
+// The CUDA build reads the default pass from LINEA_SCAN_STATES, and refuses a value it does not
+// know rather than running the other pass.
+TEST(CliBenchScan, RefusesAScanStatesSettingItDoesNotKnow) {
+  ::setenv("LINEA_SCAN_STATES", "chian", 1);  // the program started below inherits it
+  const Outcome o = run_linea("bench scan --device cpu --what kernel --lengths 9 --repeats 1");
+  ::unsetenv("LINEA_SCAN_STATES");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("LINEA_SCAN_STATES must be 'kernels' or 'chain', got 'chian'"), std::string::npos)
+      << o.output;
+}
+#endif
 
 }  // namespace
 }  // namespace linea::cli
