@@ -18,9 +18,11 @@ bool tf32_enabled();
 // How the chunked gated scan carries its state from chunk to chunk
 // (cuda/kernels/chunked_scan_kernels.cuh): kKernels, in two kernels of its own (each chunk's
 // update, then an elementwise scan over the chunks) between the per-chunk kernels; kChain, passed
-// from each chunk's block to the next inside the per-chunk kernels. kKernels by default;
-// set_scan_state_pass, or the environment variable LINEA_SCAN_STATES=chain, picks kChain.
-enum class ScanStatePass { kKernels, kChain };
+// from each chunk's block to the next inside the per-chunk kernels; kAuto (the default), the chain
+// when a launch has enough chains (sequences x tiles of the state) to fill the GPU while each
+// waits for its previous link, else the kernels (cuda/kernels/chain_order.h: chain_pays).
+// set_scan_state_pass, or the environment variable LINEA_SCAN_STATES=auto|kernels|chain, picks.
+enum class ScanStatePass { kKernels, kChain, kAuto };
 void set_scan_state_pass(ScanStatePass pass);
 ScanStatePass scan_state_pass();
 

@@ -15,7 +15,7 @@ namespace {
   fail(op, "linea was built without CUDA support; reconfigure with -DLINEA_CUDA=ON on a machine with nvcc");
 }
 std::atomic<bool> g_tf32{true};
-std::atomic<ScanStatePass> g_scan_state_pass{ScanStatePass::kKernels};
+std::atomic<ScanStatePass> g_scan_state_pass{ScanStatePass::kAuto};
 }  // namespace
 
 bool is_available() { return false; }

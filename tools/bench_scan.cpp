@@ -46,6 +46,7 @@ struct Config : bench::TimingOptions {
   bench::ListFlag algorithms{"chunked,sequential"};
   bench::ListFlag state_passes;  // kernel, chunked: each way of passing the state (default: the current one)
   std::string dtype = "float32";  // kernel: q, k, v and dout (bfloat16: decays and states float32)
+  int64_t kernel_batch = 8;       // kernel: sequences (the anchor's B)
 };
 
 double cpu_ms() {
@@ -107,13 +108,19 @@ std::vector<cuda::ScanStatePass> parse_state_passes(const Flags& flags, const be
   for (const std::string& name : passes.items()) {
     if (name == "kernels") out.push_back(cuda::ScanStatePass::kKernels);
     else if (name == "chain") out.push_back(cuda::ScanStatePass::kChain);
-    else passes.fail(flags, "kernels and chain", name);
+    else if (name == "auto") out.push_back(cuda::ScanStatePass::kAuto);
+    else passes.fail(flags, "auto, kernels and chain", name);
   }
   return out;
 }
 
 const char* state_pass_name(cuda::ScanStatePass pass) {
-  return pass == cuda::ScanStatePass::kChain ? "chain" : "kernels";
+  switch (pass) {
+    case cuda::ScanStatePass::kKernels: return "kernels";
+    case cuda::ScanStatePass::kChain: return "chain";
+    case cuda::ScanStatePass::kAuto: return "auto";
+  }
+  return "?";
 }
 
 nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const bench::ListFlag& algorithms,
@@ -128,7 +135,8 @@ nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const bench::ListFl
 // key max's, is small (it only moves when a new maximum appears).
 void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
   const Device device = Device::parse(cfg.device);
-  constexpr int64_t B = 8, H = 8, d = 64;
+  const int64_t B = cfg.kernel_batch;
+  constexpr int64_t H = 8, d = 64;
   const std::vector<cuda::ScanStatePass> passes = parse_state_passes(flags, cfg.state_passes);
   const cuda::ScanStatePass setting = cuda::scan_state_pass();
   for (const int64_t T : cfg.lengths.positive_numbers(flags))
@@ -269,11 +277,14 @@ int run(const std::string& program, std::span<const std::string> args) {
   cfg.algorithms.add_to(flags, "algorithms", "kernel: comma-separated: chunked, sequential");
   cfg.state_passes.add_to(flags, "state-passes",
                           "kernel, chunked: comma-separated ways the state passes between chunks: kernels (its own "
-                          "kernels), chain (from block to block; cuda/backend.h), each timed in turn (default: the "
-                          "current one, LINEA_SCAN_STATES)");
+                          "kernels), chain (from block to block), auto (one of them by the number of chains; "
+                          "cuda/backend.h), each timed in turn (default: the current one, LINEA_SCAN_STATES)");
   flags.add_choice("dtype", &cfg.dtype, {"float32", "bfloat16"},
                    "kernel: q, k, v and dout (bfloat16: the products on the bfloat16 tensor cores, decays and "
                    "states float32)");
+  flags.add("kernel-batch", &cfg.kernel_batch,
+            "kernel: sequences B (the anchor's is 8; with fewer, the chained state pass's latency can be the "
+            "critical path)");
   flags.add("batch", &cfg.batch, "op, step: sequences per step");
   flags.add("tokens", &cfg.tokens, "op, step: tokens per sequence");
   flags.add("d-model", &cfg.d_model, "op, step: model width");
@@ -282,7 +293,8 @@ int run(const std::string& program, std::span<const std::string> args) {
   flags.add("pattern", &cfg.pattern, "step: layer letters of the model (nn/model.h)");
   flags.add("device", &cfg.device, "cpu or cuda[:index]");
   if (!bench::parse(flags, args, cfg)) return 0;
-  if (cfg.batch < 1 || cfg.tokens < 1 || cfg.vocab < 1) flags.fail("--batch, --tokens and --vocab must be positive");
+  if (cfg.batch < 1 || cfg.tokens < 1 || cfg.vocab < 1 || cfg.kernel_batch < 1)
+    flags.fail("--batch, --kernel-batch, --tokens and --vocab must be positive");
   if (cfg.heads < 1 || cfg.d_model % cfg.heads != 0) flags.fail("--heads must divide --d-model");
   const Device device = Device::parse(cfg.device);
   const std::string default_what = device.is_cuda() ? "kernel,op,step" : "op,step";

@@ -39,4 +39,15 @@ constexpr int64_t slot_out(int64_t chunk, int64_t slots, bool backward) {
   return slot_in(backward ? chunk - 1 + slots : chunk + 1, slots);
 }
 
+// Whether a launch of `chains` chains on `sms` SMs (one per-chunk block an SM) should pass the
+// state along the chain (ScanStatePass::kAuto). A chain's links follow one another, each a few
+// microseconds (an L2 round trip for the flag, one for the state, a fence), so a launch takes at
+// least chunks x that, however many SMs wait; the blocks' own work takes blocks / sms x a block's
+// time, about six links. With a sixth as many chains as SMs the work covers the links' latency
+// and the chain, which saves the state pass's kernels, is faster; with fewer, the GPU idles along
+// the chain. Measured on an H200 (132 SMs), forward+backward at H=8, d=64, T=16k, chain against
+// kernels: 8 chains 1.27 against 0.97 ms, 16 chains 1.55 against 1.61 (the forward alone slower:
+// 0.69 against 0.62), 32 chains 2.66 against 2.93, 64 chains 5.11 against 5.63 (docs/benchmarks.md).
+constexpr bool chain_pays(int64_t chains, int64_t sms) { return 6 * chains >= sms; }
+
 }  // namespace linea::cuda::chunked

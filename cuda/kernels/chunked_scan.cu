@@ -58,10 +58,11 @@ ScanStatePass scan_state_pass() {
   int state = g_scan_state_pass.load();
   if (state < 0) {
     const char* env = std::getenv("LINEA_SCAN_STATES");
-    const bool chain = env != nullptr && std::strcmp(env, "chain") == 0;
-    if (env != nullptr && !chain && std::strcmp(env, "kernels") != 0)
-      fail("gated_scan", "LINEA_SCAN_STATES must be 'kernels' or 'chain', got '", env, "'");
-    const ScanStatePass from_env = chain ? ScanStatePass::kChain : ScanStatePass::kKernels;
+    ScanStatePass from_env = ScanStatePass::kAuto;
+    if (env != nullptr && std::strcmp(env, "chain") == 0) from_env = ScanStatePass::kChain;
+    else if (env != nullptr && std::strcmp(env, "kernels") == 0) from_env = ScanStatePass::kKernels;
+    else if (env != nullptr && std::strcmp(env, "auto") != 0)
+      fail("gated_scan", "LINEA_SCAN_STATES must be 'auto', 'kernels' or 'chain', got '", env, "'");
     g_scan_state_pass.compare_exchange_strong(state, static_cast<int>(from_env));  // a concurrent set wins
     state = g_scan_state_pass.load();
   }

@@ -27,8 +27,9 @@
 // chunk's own update of the state, the sum in h' above, in parallel; state_scan carries the state
 // through the chunks, storing the state before every chunk and the final one), or inside
 // chunk_output, each block computing its chunk's update and handing the state on to the next
-// chunk's block (pass_state, chunk_chain.cuh). Either way the only sequential work is elementwise.
-// No T x T matrix, no atomics.
+// chunk's block (pass_state, chunk_chain.cuh), the latter whenever a launch has chains enough to
+// hide the latency of its links (passes_along_chain). Either way the only sequential work is
+// elementwise. No T x T matrix, no atomics (the chain's counters only order the blocks).
 // Why 64 in float32: chunks of 32 (half the shared memory, two blocks per SM in float32 with one
 // decaying side) measured slower on an H100 (forward+backward at B=8, H=8, d=64, GLA gate: 0.85
 // against 0.78 ms at T = 1k, 3.17 against 2.81 ms at 4k): twice the chunks means twice the state
@@ -101,6 +102,7 @@
 #include "cuda/kernels/chunked_scan.h"
 #include "cuda/kernels/cp_async.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/stream.h"
 
 namespace linea::cuda::chunked {
 
@@ -366,8 +368,9 @@ __device__ __forceinline__ void exp_both(double x, T& up, T& down) {
 
 // ---- the states in passes of their own: each chunk's update, then a scan over the chunks -------
 //
-// ScanStatePass::kKernels (cuda/backend.h; the default): the state pass as two kernels of its own.
-// The other way, kChain, passes the state between the per-chunk kernels' blocks (pass_state below).
+// ScanStatePass::kKernels (cuda/backend.h; by default for launches of few chains): the state pass
+// as two kernels of its own. The other way, kChain, passes the state between the per-chunk kernels'
+// blocks (pass_state below).
 //
 // The state after chunk n is  h_{n+1} = diag(ev_n) h_n diag(ek_n) + U_n  with ev_n = exp(Lv_last)
 // and ek_n = exp(Lk_last) the chunk's decays and U_n = sum_s (v_s exp(Lv_last - Lv_s))
@@ -1421,6 +1424,14 @@ std::unique_ptr<DeviceBuffer> start_chain(ScanArgs<T>& a, int device, cudaStream
   return counters;
 }
 
+// Whether this launch's state passes between its blocks (cuda/backend.h: ScanStatePass).
+template <class T>
+bool passes_along_chain(const ScanArgs<T>& a, int device) {
+  const ScanStatePass pass = scan_state_pass();
+  if (pass != ScanStatePass::kAuto) return pass == ScanStatePass::kChain;
+  return chain_pays(sub_problems(a) * a.sequences, sm_count(device));  // chain_order.h
+}
+
 // The states before every chunk and the final one (slot chunks), as the backward reads them.
 template <class T>
 int64_t states_elements(const ScanArgs<T>& a) {
@@ -1459,7 +1470,7 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
   a.final_state = final_state.defined() ? final_state.data<T>() : nullptr;
   if (kept != nullptr) *kept = empty({states_elements(a)}, dtype_of<T>::value, in.q.device());
   if (a.chunks == 0) return pass_through(a.final_state, a.s0, a, stream, "gated_scan");
-  const bool chained = scan_state_pass() == ScanStatePass::kChain;
+  const bool chained = passes_along_chain(a, device);
   // The states: the kept tensor for the backward, else scratch handed back on return; passed
   // between the blocks, only a ring of two slots per chain (pass_state).
   std::unique_ptr<DeviceBuffer> scratch;
@@ -1491,7 +1502,7 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
               "gated_scan_backward", "the kept states ", kept.describe(), " are not those of these inputs (",
               states_elements(a), " elements)");
   if (a.chunks == 0) return pass_through(a.dinitial, a.dfinal, a, stream, "gated_scan_backward");
-  const bool chained = scan_state_pass() == ScanStatePass::kChain;
+  const bool chained = passes_along_chain(a, device);
   a.state_slots = a.chunks + 1;
   a.dstate_slots = chained ? 2 : a.chunks;  // passed between the blocks: a ring (pass_state)
   const std::unique_ptr<DeviceBuffer> states = kept.defined() ? nullptr : states_buffer(a, a.state_slots, device);

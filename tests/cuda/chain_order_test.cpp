@@ -153,5 +153,19 @@ TEST(ChainOrder, WaitingForTooFewLinksIsCaught) {
   }
 }
 
+// The automatic choice follows the measurements behind it (chain_order.h): on 132 SMs the kernels
+// for 8 and 16 chains, the chain from 32 on; and more chains, or fewer SMs, never turn it back.
+TEST(ChainOrder, TheChainIsChosenWhenItsChainsFillTheGpu) {
+  EXPECT_FALSE(chain_pays(8, 132));
+  EXPECT_FALSE(chain_pays(16, 132));
+  EXPECT_TRUE(chain_pays(32, 132));
+  EXPECT_TRUE(chain_pays(64, 132));
+  for (const int64_t sms : {1, 24, 108, 132, 144})
+    for (int64_t chains = 1; chains < 512; ++chains) {
+      if (chain_pays(chains, sms)) EXPECT_TRUE(chain_pays(chains + 1, sms)) << chains << " chains, " << sms << " SMs";
+      if (chain_pays(chains, sms + 1)) EXPECT_TRUE(chain_pays(chains, sms)) << chains << " chains, " << sms << " SMs";
+    }
+}
+
 }  // namespace
 }  // namespace linea::cuda::chunked
