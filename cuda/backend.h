@@ -20,9 +20,11 @@ bool tf32_enabled();
 // update, then an elementwise scan over the chunks) between the per-chunk kernels; kChain, passed
 // from each chunk's block to the next inside the per-chunk kernels; kAuto (the default), the chain
 // when a launch has enough chains (sequences x tiles of the state) to fill the GPU while each
-// waits for its previous link, else the kernels (cuda/kernels/chain_order.h: chain_pays).
-// set_scan_state_pass, or the environment variable LINEA_SCAN_STATES=auto|kernels|chain, picks.
-enum class ScanStatePass { kKernels, kChain, kAuto };
+// waits for its previous link, else the kernels (cuda/kernels/chain_order.h: chain_pays);
+// kLookBack, the chain with each block looking back past its predecessor (chain_order.h), built
+// but not yet measured, so only on request. set_scan_state_pass, or the environment variable
+// LINEA_SCAN_STATES=auto|kernels|chain|lookback, picks.
+enum class ScanStatePass { kKernels, kChain, kAuto, kLookBack };
 void set_scan_state_pass(ScanStatePass pass);
 ScanStatePass scan_state_pass();
 

@@ -109,7 +109,8 @@ std::vector<cuda::ScanStatePass> parse_state_passes(const Flags& flags, const be
     if (name == "kernels") out.push_back(cuda::ScanStatePass::kKernels);
     else if (name == "chain") out.push_back(cuda::ScanStatePass::kChain);
     else if (name == "auto") out.push_back(cuda::ScanStatePass::kAuto);
-    else passes.fail(flags, "auto, kernels and chain", name);
+    else if (name == "lookback") out.push_back(cuda::ScanStatePass::kLookBack);
+    else passes.fail(flags, "auto, kernels, chain and lookback", name);
   }
   return out;
 }
@@ -119,6 +120,7 @@ const char* state_pass_name(cuda::ScanStatePass pass) {
     case cuda::ScanStatePass::kKernels: return "kernels";
     case cuda::ScanStatePass::kChain: return "chain";
     case cuda::ScanStatePass::kAuto: return "auto";
+    case cuda::ScanStatePass::kLookBack: return "lookback";
   }
   return "?";
 }
@@ -277,8 +279,9 @@ int run(const std::string& program, std::span<const std::string> args) {
   cfg.algorithms.add_to(flags, "algorithms", "kernel: comma-separated: chunked, sequential");
   cfg.state_passes.add_to(flags, "state-passes",
                           "kernel, chunked: comma-separated ways the state passes between chunks: kernels (its own "
-                          "kernels), chain (from block to block), auto (one of them by the number of chains; "
-                          "cuda/backend.h), each timed in turn (default: the current one, LINEA_SCAN_STATES)");
+                          "kernels), chain (from block to block), auto (one of them by the number of chains), lookback "
+                          "(the chain looking back past the block before; cuda/backend.h), each timed in turn "
+                          "(default: the current one, LINEA_SCAN_STATES)");
   flags.add_choice("dtype", &cfg.dtype, {"float32", "bfloat16"},
                    "kernel: q, k, v and dout (bfloat16: the products on the bfloat16 tensor cores, decays and "
                    "states float32)");

@@ -61,8 +61,9 @@ ScanStatePass scan_state_pass() {
     ScanStatePass from_env = ScanStatePass::kAuto;
     if (env != nullptr && std::strcmp(env, "chain") == 0) from_env = ScanStatePass::kChain;
     else if (env != nullptr && std::strcmp(env, "kernels") == 0) from_env = ScanStatePass::kKernels;
+    else if (env != nullptr && std::strcmp(env, "lookback") == 0) from_env = ScanStatePass::kLookBack;
     else if (env != nullptr && std::strcmp(env, "auto") != 0)
-      fail("gated_scan", "LINEA_SCAN_STATES must be 'auto', 'kernels' or 'chain', got '", env, "'");
+      fail("gated_scan", "LINEA_SCAN_STATES must be 'auto', 'kernels', 'chain' or 'lookback', got '", env, "'");
     g_scan_state_pass.compare_exchange_strong(state, static_cast<int>(from_env));  // a concurrent set wins
     state = g_scan_state_pass.load();
   }

@@ -4,10 +4,13 @@
 // comes in, write what goes out, publish) interleave with the other blocks' at random. Every run
 // ends (no block waits for one that cannot start), every block reads the value its chain's
 // sequential scan has there, and no slot of a ring is overwritten before it is read. Two wrong
-// orders show that the simulation catches what it checks. Runs without a GPU.
+// orders show that the simulation catches what it checks. The look-back protocol (kLookBack) is
+// run the same way: every run ends and every value is the sequential scan's bit for bit. Runs
+// without a GPU.
 #include "cuda/kernels/chain_order.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <random>
 #include <string>
@@ -26,44 +29,50 @@ struct ChainRun {
   bool backward;
 };
 
-// Runs the protocol once with the given order of tickets and count of the links a block waits for;
-// the failure says what went wrong.
-::testing::AssertionResult simulate(const ChainRun& r, const Order& order, uint64_t seed,
-                                    const Links& links = links_before) {
-  std::mt19937_64 gen(seed);
+// Each chain's inputs (what enters its first link, each chunk's decay and update) and what the
+// sequential scan has coming into each chunk.
+struct ChainInputs {
+  std::vector<double> start;
+  std::vector<std::vector<double>> decay, update, expected;
+};
+ChainInputs draw_chains(const ChainRun& r, std::mt19937_64& gen) {
   std::uniform_real_distribution<double> draw(-1.0, 1.0);
-  // Each chain's inputs: what enters its first link, and each chunk's decay and update.
-  std::vector<double> start(r.chains);
-  std::vector<std::vector<double>> decay(r.chains, std::vector<double>(r.chunks)), update = decay, expected = decay;
+  ChainInputs x{std::vector<double>(r.chains),
+                std::vector<std::vector<double>>(r.chains, std::vector<double>(r.chunks))};
+  x.update = x.expected = x.decay;
   for (int64_t c = 0; c < r.chains; ++c) {
-    start[c] = draw(gen);
-    for (int64_t n = 0; n < r.chunks; ++n) decay[c][n] = draw(gen), update[c][n] = draw(gen);
-    double x = start[c];  // the sequential scan: what comes into each chunk
-    for (int64_t k = 0; k < r.chunks; ++k) {
-      const int64_t n = r.backward ? r.chunks - 1 - k : k;
-      expected[c][n] = x;
-      x = decay[c][n] * x + update[c][n];
+    x.start[c] = draw(gen);
+    for (int64_t n = 0; n < r.chunks; ++n) x.decay[c][n] = draw(gen), x.update[c][n] = draw(gen);
+    double value = x.start[c];
+    for (int64_t m = 0; m < r.chunks; ++m) {
+      const int64_t n = chunk_at(m, r.chunks, r.backward);
+      x.expected[c][n] = value;
+      value = x.decay[c][n] * value + x.update[c][n];
     }
   }
-  std::vector<std::vector<double>> slot(r.chains, std::vector<double>(r.slots, 0.0));
-  std::vector<std::vector<bool>> unread(r.chains, std::vector<bool>(r.slots, false));
-  std::vector<int64_t> published(r.chains, 0);
-  struct Block {
-    ChainPlace place;
-    int phase;  // 0 waits, 1 reads, 2 writes, 3 publishes
-    double in;
-  };
+  return x;
+}
+
+struct Block {
+  ChainPlace place;
+  int phase;  // the protocol's step it is at
+  double in;  // what it read
+};
+
+// Runs every block once: they start in ticket order while fewer than r.resident are running, and
+// one random action at a time is taken among starting the next block and letting a block that
+// can (`can_go`) take its step (`step`: false with `failure` set when it went wrong). A block is
+// done once its phase reaches `phases`.
+::testing::AssertionResult run_blocks(const ChainRun& r, const Order& order, std::mt19937_64& gen, int phases,
+                                      const std::function<bool(const Block&)>& can_go,
+                                      const std::function<bool(Block&, std::string& failure)>& step) {
   std::vector<Block> active;
   int64_t next_ticket = 0, finished = 0;
   const int64_t blocks = r.chains * r.chunks;
   while (finished < blocks) {
-    // The actions possible now: start the next ticket's block, or step a block that can go on.
     std::vector<int64_t> can_step;
-    for (size_t b = 0; b < active.size(); ++b) {
-      const Block& k = active[b];
-      if (k.phase > 0 || published[k.place.chain] >= links(k.place.chunk, r.chunks, r.backward))
-        can_step.push_back(static_cast<int64_t>(b));
-    }
+    for (size_t b = 0; b < active.size(); ++b)
+      if (can_go(active[b])) can_step.push_back(static_cast<int64_t>(b));
     const bool can_start = next_ticket < blocks && static_cast<int64_t>(active.size()) < r.resident;
     if (can_step.empty() && !can_start)
       return ::testing::AssertionFailure()
@@ -75,33 +84,57 @@ struct ChainRun {
       continue;
     }
     Block& k = active[can_step[choice]];
-    const int64_t c = k.place.chain, n = k.place.chunk, step = links_before(n, r.chunks, r.backward);
+    std::string failure;
+    if (!step(k, failure)) return ::testing::AssertionFailure() << failure;
+    if (++k.phase == phases) {
+      active.erase(active.begin() + can_step[choice]);
+      ++finished;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs the protocol once with the given order of tickets and count of the links a block waits for;
+// the failure says what went wrong. Phases: 0 waits, 1 reads, 2 writes, 3 publishes.
+::testing::AssertionResult simulate(const ChainRun& r, const Order& order, uint64_t seed,
+                                    const Links& links = links_before) {
+  std::mt19937_64 gen(seed);
+  const ChainInputs x = draw_chains(r, gen);
+  std::vector<std::vector<double>> slot(r.chains, std::vector<double>(r.slots, 0.0));
+  std::vector<std::vector<bool>> unread(r.chains, std::vector<bool>(r.slots, false));
+  std::vector<int64_t> published(r.chains, 0);
+  auto can_go = [&](const Block& k) {
+    return k.phase > 0 || published[k.place.chain] >= links(k.place.chunk, r.chunks, r.backward);
+  };
+  auto step = [&](Block& k, std::string& failure) {
+    const int64_t c = k.place.chain, n = k.place.chunk, position = links_before(n, r.chunks, r.backward);
     const int64_t in = slot_in(n, r.slots), out = slot_out(n, r.slots, r.backward);
     if (k.phase == 1) {
-      if (step > 0) {
+      if (position > 0) {
         k.in = slot[c][in];
         unread[c][in] = false;
       } else {
-        k.in = start[c];
+        k.in = x.start[c];
       }
-      if (k.in != expected[c][n])
-        return ::testing::AssertionFailure()
-               << "chain " << c << " chunk " << n << " read " << k.in << ", expected " << expected[c][n];
+      if (k.in != x.expected[c][n]) {
+        failure = "chain " + std::to_string(c) + " chunk " + std::to_string(n) + " read " + std::to_string(k.in) +
+                  ", expected " + std::to_string(x.expected[c][n]);
+        return false;
+      }
     } else if (k.phase == 2) {
-      if (unread[c][out])
-        return ::testing::AssertionFailure()
-               << "chain " << c << " chunk " << n << " overwrote slot " << out << " before it was read";
-      slot[c][out] = decay[c][n] * k.in + update[c][n];
-      unread[c][out] = step + 1 < r.chunks;  // the chain's last value goes out of the chain, unread
+      if (unread[c][out]) {
+        failure = "chain " + std::to_string(c) + " chunk " + std::to_string(n) + " overwrote slot " +
+                  std::to_string(out) + " before it was read";
+        return false;
+      }
+      slot[c][out] = x.decay[c][n] * k.in + x.update[c][n];
+      unread[c][out] = position + 1 < r.chunks;  // the chain's last value goes out of the chain, unread
     } else if (k.phase == 3) {
-      published[c] = step + 1;
-      active.erase(active.begin() + can_step[choice]);
-      ++finished;
-      continue;
+      published[c] = position + 1;
     }
-    ++k.phase;
-  }
-  return ::testing::AssertionSuccess();
+    return true;
+  };
+  return run_blocks(r, order, gen, 4, can_go, step);
 }
 
 Order tickets(const ChainRun& r) {
@@ -149,6 +182,78 @@ TEST(ChainOrder, WaitingForTooFewLinksIsCaught) {
     };
     bool caught = false;
     for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate(r, tickets(r), seed, too_few);
+    EXPECT_TRUE(caught) << (backward ? "backward" : "forward");
+  }
+}
+
+// ---- looking back (chain_order.h: kLookBack) ----------------------------------------------------
+
+// The look-back protocol with the same random interleaving: a block publishes its update (phase
+// 0), waits for the value kLookBack positions back and the updates between (1: `waited` says
+// which), computes what comes into its chunk from them (2), publishes it (3). Slots
+// not yet published hold NaN, so a read too early shows as a wrong value.
+using Waited = std::function<int64_t(int64_t position)>;  // the first update position waited for
+::testing::AssertionResult simulate_look_back(const ChainRun& r, uint64_t seed,
+                                              const Waited& first_waited = look_back_start) {
+  std::mt19937_64 gen(seed);
+  const ChainInputs x = draw_chains(r, gen);
+  const double unset = std::nan("");
+  // What other blocks can read: published updates (with their decays) and incoming values.
+  std::vector<std::vector<double>> shown_update(r.chains, std::vector<double>(r.chunks, unset));
+  std::vector<std::vector<double>> shown_value = shown_update;
+  auto can_go = [&](const Block& k) {
+    if (k.phase != 1) return true;
+    const int64_t c = k.place.chain, m = links_before(k.place.chunk, r.chunks, r.backward), from = look_back_start(m);
+    bool go = from == 0 || !std::isnan(shown_value[c][chunk_at(from, r.chunks, r.backward)]);
+    for (int64_t q = first_waited(m); go && q < m; ++q)
+      go = !std::isnan(shown_update[c][chunk_at(q, r.chunks, r.backward)]);
+    return go;
+  };
+  auto step = [&](Block& k, std::string& failure) {
+    const int64_t c = k.place.chain, n = k.place.chunk, m = links_before(n, r.chunks, r.backward);
+    if (k.phase == 0) {
+      shown_update[c][n] = x.update[c][n];
+    } else if (k.phase == 2) {
+      const int64_t from = look_back_start(m);
+      k.in = from == 0 ? x.start[c] : shown_value[c][chunk_at(from, r.chunks, r.backward)];
+      for (int64_t q = from; q < m; ++q) {
+        const int64_t chunk = chunk_at(q, r.chunks, r.backward);
+        k.in = x.decay[c][chunk] * k.in + shown_update[c][chunk];
+      }
+      if (!(k.in == x.expected[c][n])) {  // bit for bit: the same operations as the sequential scan
+        failure = "chain " + std::to_string(c) + " chunk " + std::to_string(n) + " computed " + std::to_string(k.in) +
+                  ", expected " + std::to_string(x.expected[c][n]);
+        return false;
+      }
+    } else if (k.phase == 3) {
+      shown_value[c][n] = k.in;
+    }
+    return true;
+  };
+  return run_blocks(r, tickets(r), gen, 4, can_go, step);
+}
+
+TEST(ChainOrder, LookingBackEndsAndComputesTheSequentialScanBitForBit) {
+  uint64_t seed = 1;
+  for (const bool backward : {false, true})
+    for (const int64_t chains : {1, 3, 8})
+      for (const int64_t chunks : {1, 2, 3, 7, 40})
+        for (const int64_t resident : {1, 2, 5, 64}) {
+          const ChainRun r{chains, chunks, chunks + 1, resident, backward};
+          for (int repeat = 0; repeat < 20; ++repeat)
+            EXPECT_TRUE(simulate_look_back(r, seed++)) << (backward ? "backward" : "forward") << " chains=" << chains
+                                                       << " chunks=" << chunks << " resident=" << resident;
+        }
+}
+
+// A block that does not wait for the first update it applies reads it before it is published in
+// some interleaving.
+TEST(ChainOrder, LookingBackWithoutWaitingForEveryUpdateIsCaught) {
+  for (const bool backward : {false, true}) {
+    const ChainRun r{2, 9, 10, 6, backward};
+    const Waited one_too_late = [](int64_t position) { return look_back_start(position) + 1; };
+    bool caught = false;
+    for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate_look_back(r, seed, one_too_late);
     EXPECT_TRUE(caught) << (backward ? "backward" : "forward");
   }
 }

@@ -84,15 +84,19 @@ class ScanStatePassSetting {
   cuda::ScanStatePass was_;
 };
 
-// Both of the chunked scan's state passes, with their names for the tests' labels.
+// Every way the chunked scan passes its state (kAuto picks one of the first two), with their names
+// for the tests' labels.
 struct NamedScanStatePass {
   cuda::ScanStatePass pass;
   const char* name;
 };
 inline constexpr NamedScanStatePass kScanStatePasses[] = {{cuda::ScanStatePass::kKernels, "state kernels"},
-                                                          {cuda::ScanStatePass::kChain, "state chain"}};
+                                                          {cuda::ScanStatePass::kChain, "state chain"},
+                                                          {cuda::ScanStatePass::kLookBack, "state look-back"}};
 inline const char* scan_state_pass_name() {
-  return cuda::scan_state_pass() == cuda::ScanStatePass::kChain ? "state chain" : "state kernels";
+  for (const NamedScanStatePass& p : kScanStatePasses)
+    if (p.pass == cuda::scan_state_pass()) return p.name;
+  return "state auto";
 }
 
 }  // namespace linea::testing

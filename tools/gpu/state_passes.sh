@@ -1,12 +1,15 @@
 #!/bin/bash
 # Run from the repository root on the GPU machine, with .gpu/ prepared (tools/gpu/README.md): the
-# chunked scan's two state passes (cuda/backend.h: ScanStatePass) side by side, in one build.
-#   1. build into build-gpu; the scan tests, which run both passes (a hang in the chain shows as
+# chunked scan's state passes (cuda/backend.h: ScanStatePass) side by side, in one build.
+#   1. build into build-gpu; the scan tests, which run every pass (a hang in a chain shows as
 #      the timeout: then rerun one test under compute-sanitizer to see where);
-#   2. `linea bench scan --what kernel --state-passes kernels,chain` twice, fla's chunk_gla (the
-#      anchor) between the two; per-kernel times under ncu at T = 16k, each pass;
-#   3. the training step with each pass (LINEA_SCAN_STATES), softmax beside it.
+#   2. `linea bench scan --what kernel --state-passes $PASSES` twice, fla's chunk_gla (the anchor)
+#      between the two, and at B=1 (8 chains, where a chain's latency shows); per-kernel times
+#      under ncu at T = 16k, each of $NCU_PASSES;
+#   3. the training step with each of $STEP_PASSES (LINEA_SCAN_STATES), softmax beside it.
 # NO_TESTS=1 skips 1's tests, NO_STEP=1 skips 3. Logs go to $OUT; the JSON lines come last.
+PASSES=${PASSES:-auto,kernels,chain,lookback} NCU_PASSES=${NCU_PASSES:-chain lookback}
+STEP_PASSES=${STEP_PASSES:-auto lookback}
 set -o pipefail
 source .gpu/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -28,16 +31,17 @@ if [ -z "$NO_TESTS" ]; then
     > $OUT/scan_tests.log 2>&1
   echo "scan tests rc=$? after $(( $(date +%s) - start )) s"
   grep -E "^\[  (FAILED|PASSED) \]|tests? from .* ran|Failure" $OUT/scan_tests.log | head -30
-  grep "\[tf32\]" $OUT/scan_tests.log | grep "state chain" | head -12
+  grep "\[tf32\]" $OUT/scan_tests.log | grep "state look-back" | head -12
 fi
 wait
 L=./build-gpu/tools/linea
-scan() { timeout 120 $L bench scan --device cuda --what kernel --algorithms chunked --state-passes kernels,chain \
-  --repeats 10 --out $OUT/scan_$1.jsonl > /dev/null 2>&1; echo "bench scan $1 rc=$?"; }
+scan() { timeout 120 $L bench scan --device cuda --what kernel --algorithms chunked --state-passes $PASSES \
+  --repeats 10 --out $OUT/scan_$1.jsonl "${@:2}" > /dev/null 2>&1; echo "bench scan $1 rc=$?"; }
 scan 1
 timeout 240 python3 tools/gpu/anchor.py gla_kernel > $OUT/torch.jsonl 2> $OUT/torch.err; echo "anchor rc=$?"
 scan 2
-for pass in kernels chain; do
+scan b1 --kernel-batch 1 --lengths 16384
+for pass in $NCU_PASSES; do
   LINEA_SCAN_STATES=$pass ncu --clock-control none --metrics gpu__time_duration.sum --csv \
     --log-file $OUT/ncu_$pass.csv $L bench scan --device cuda --what kernel --algorithms chunked --lengths 16384 \
     --repeats 1 > /dev/null 2>&1
@@ -45,7 +49,7 @@ for pass in kernels chain; do
   python3 tools/gpu/kernel_breakdown.py $OUT/ncu_$pass.csv | head -12
 done
 if [ -z "$NO_STEP" ]; then
-  for pass in kernels chain; do
+  for pass in $STEP_PASSES; do
     LINEA_SCAN_STATES=$pass timeout 150 $L bench train --device cuda --models softmax,regla --repeats 10 \
       --out $OUT/train_$pass.jsonl > /dev/null 2>&1; echo "bench train $pass rc=$?"
   done
