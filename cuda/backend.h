@@ -1,6 +1,8 @@
 #pragma once
 // The CUDA kernel set (see tensor/backend.h) of one device, and the switches of its math.
 // Seen by CPU-only code (cuda/no_cuda.cpp implements it there), so it names no CUDA type.
+#include <string_view>
+
 #include "tensor/backend.h"
 
 namespace linea::cuda {
@@ -25,6 +27,24 @@ bool tf32_enabled();
 // but not yet measured, so only on request. set_scan_state_pass, or the environment variable
 // LINEA_SCAN_STATES=auto|kernels|chain|lookback, picks.
 enum class ScanStatePass { kKernels, kChain, kAuto, kLookBack };
+inline constexpr ScanStatePass kEveryScanStatePass[] = {ScanStatePass::kKernels, ScanStatePass::kChain,
+                                                        ScanStatePass::kAuto, ScanStatePass::kLookBack};
+// The names LINEA_SCAN_STATES and `linea bench scan --state-passes` take.
+inline const char* scan_state_pass_name(ScanStatePass pass) {
+  switch (pass) {
+    case ScanStatePass::kKernels: return "kernels";
+    case ScanStatePass::kChain: return "chain";
+    case ScanStatePass::kAuto: return "auto";
+    case ScanStatePass::kLookBack: return "lookback";
+  }
+  return "?";
+}
+// The pass of that name, false if there is none.
+inline bool scan_state_pass_named(std::string_view name, ScanStatePass* pass) {
+  for (const ScanStatePass p : kEveryScanStatePass)
+    if (name == scan_state_pass_name(p)) return *pass = p, true;
+  return false;
+}
 void set_scan_state_pass(ScanStatePass pass);
 ScanStatePass scan_state_pass();
 

@@ -106,23 +106,11 @@ std::vector<cuda::ScanStatePass> parse_state_passes(const Flags& flags, const be
   if (passes.text().empty()) return {cuda::scan_state_pass()};
   std::vector<cuda::ScanStatePass> out;
   for (const std::string& name : passes.items()) {
-    if (name == "kernels") out.push_back(cuda::ScanStatePass::kKernels);
-    else if (name == "chain") out.push_back(cuda::ScanStatePass::kChain);
-    else if (name == "auto") out.push_back(cuda::ScanStatePass::kAuto);
-    else if (name == "lookback") out.push_back(cuda::ScanStatePass::kLookBack);
-    else passes.fail(flags, "auto, kernels, chain and lookback", name);
+    cuda::ScanStatePass pass = cuda::ScanStatePass::kAuto;
+    if (!cuda::scan_state_pass_named(name, &pass)) passes.fail(flags, "auto, kernels, chain and lookback", name);
+    out.push_back(pass);
   }
   return out;
-}
-
-const char* state_pass_name(cuda::ScanStatePass pass) {
-  switch (pass) {
-    case cuda::ScanStatePass::kKernels: return "kernels";
-    case cuda::ScanStatePass::kChain: return "chain";
-    case cuda::ScanStatePass::kAuto: return "auto";
-    case cuda::ScanStatePass::kLookBack: return "lookback";
-  }
-  return "?";
 }
 
 nn::linear::ScanKernel parse_kernel_flag(const Flags& flags, const bench::ListFlag& algorithms,
@@ -177,7 +165,7 @@ void bench_kernel(const Config& cfg, const Flags& flags, JsonLinesOut& out) {
           };
           JsonLine line;
           line.add("bench", "scan_kernel").add("device", device.str()).add("gate", gate).add("algorithm", name);
-          if (kernel == nn::linear::ScanKernel::Chunked) line.add("state_pass", state_pass_name(pass));
+          if (kernel == nn::linear::ScanKernel::Chunked) line.add("state_pass", cuda::scan_state_pass_name(pass));
           line.add("B", B).add("H", H).add("T", T).add("D", d).add("dtype", cfg.dtype);
           line.add("fwd_bwd_ms", bench::median_ms(cfg.repeats, forward_backward, 2));
           line.add("fwd_ms", bench::median_ms(cfg.repeats, forward, 2));

@@ -5,7 +5,6 @@
 // place; float32 decays and states).
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "cuda/backend.h"
@@ -59,10 +58,7 @@ ScanStatePass scan_state_pass() {
   if (state < 0) {
     const char* env = std::getenv("LINEA_SCAN_STATES");
     ScanStatePass from_env = ScanStatePass::kAuto;
-    if (env != nullptr && std::strcmp(env, "chain") == 0) from_env = ScanStatePass::kChain;
-    else if (env != nullptr && std::strcmp(env, "kernels") == 0) from_env = ScanStatePass::kKernels;
-    else if (env != nullptr && std::strcmp(env, "lookback") == 0) from_env = ScanStatePass::kLookBack;
-    else if (env != nullptr && std::strcmp(env, "auto") != 0)
+    if (env != nullptr && !scan_state_pass_named(env, &from_env))
       fail("gated_scan", "LINEA_SCAN_STATES must be 'auto', 'kernels', 'chain' or 'lookback', got '", env, "'");
     g_scan_state_pass.compare_exchange_strong(state, static_cast<int>(from_env));  // a concurrent set wins
     state = g_scan_state_pass.load();

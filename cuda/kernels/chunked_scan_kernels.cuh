@@ -28,7 +28,7 @@
 // through the chunks, storing the state before every chunk and the final one), or inside
 // chunk_output, each block computing its chunk's update and handing the state on to the next
 // chunk's block (pass_state, chunk_chain.cuh), the latter whenever a launch has chains enough to
-// hide the latency of its links (passes_along_chain). Either way the only sequential work is
+// hide the latency of its links (launch_pass). Either way the only sequential work is
 // elementwise. No T x T matrix, no atomics (the chain's counters only order the blocks).
 // Why 64 in float32: chunks of 32 (half the shared memory, two blocks per SM in float32 with one
 // decaying side) measured slower on an H100 (forward+backward at B=8, H=8, d=64, GLA gate: 0.85
@@ -147,10 +147,12 @@ struct ScanArgs {
   // (and the final one), state_slots per chain; their gradients after each chunk, dstate_slots.
   T *states, *dstates;
   int64_t state_slots, dstate_slots;
-  // ScanStatePass::kKernels: each chunk's own update of the state (U) and of its gradient (W),
-  // and each chunk's exp(Lv_last), exp(Lk_last) (2 kWidth), from chunk_updates for state_scan.
+  // ScanStatePass::kKernels and kLookBack: each chunk's own update of the state (U) and of its
+  // gradient (W), and each chunk's exp(Lv_last), exp(Lk_last) (2 kWidth): from chunk_updates for
+  // state_scan, or published by the per-chunk blocks for the blocks after them.
   T *updates, *dupdates, *decays;
-  // ScanStatePass::kChain: the launch's counters (chunk_chain.cuh); tickets null otherwise.
+  // ScanStatePass::kChain and kLookBack: the launch's counters (chunk_chain.cuh); tickets null
+  // otherwise.
   ChunkChain chain;
   int64_t heads, sequences, steps, dk, dv, chunks;
   int key_tiles, value_tiles, key_mode, value_mode;
@@ -1492,6 +1494,13 @@ std::unique_ptr<DeviceBuffer> states_buffer(const ScanArgs<T>& a, int64_t slots,
   return std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(n), device);
 }
 
+// Every chunk's decays, exp(Lv_last) then exp(Lk_last) (chunk_decays).
+template <class T>
+std::unique_ptr<DeviceBuffer> decays_buffer(const ScanArgs<T>& a, int device) {
+  const int64_t n = sub_problems(a) * a.sequences * a.chunks * 2 * kWidth;
+  return std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(n), device);
+}
+
 template <class T>
 dim3 chunk_grid(const ScanArgs<T>& a) {
   return dim3(static_cast<unsigned>(sub_problems(a) * a.sequences * a.chunks));
@@ -1508,11 +1517,10 @@ void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states
   const bool forward = !(kBackward && states_known);
   const std::unique_ptr<DeviceBuffer> updates = forward ? states_buffer(a, a.chunks, device) : nullptr;
   const std::unique_ptr<DeviceBuffer> dupdates = kBackward ? states_buffer(a, a.chunks, device) : nullptr;
-  const int64_t n_decays = sub_problems(a) * a.sequences * a.chunks * 2 * kWidth;
-  const DeviceBuffer decays(sizeof(T) * static_cast<size_t>(n_decays), device);
+  const std::unique_ptr<DeviceBuffer> decays = decays_buffer(a, device);
   a.updates = forward ? updates->as<T>() : nullptr;
   a.dupdates = kBackward ? dupdates->as<T>() : nullptr;
-  a.decays = decays.as<T>();
+  a.decays = decays->as<T>();
   const size_t bytes = sizeof(T) * (6 * Geometry<T>::kChunk * Geometry<T>::kPitch + 2 * kWidth) +
                        sizeof(double) * 32 * kUpdateWarps;
   const int64_t half = sub_problems(a) * a.sequences * kScanBlocks;
@@ -1566,8 +1574,7 @@ LookBackSlots look_back_slots(ScanArgs<T>& a, bool forward, bool backward, int d
   LookBackSlots slots;
   if (forward) slots.updates = states_buffer(a, a.chunks, device), a.updates = slots.updates->as<T>();
   if (backward) slots.dupdates = states_buffer(a, a.chunks, device), a.dupdates = slots.dupdates->as<T>();
-  const int64_t n_decays = sub_problems(a) * a.sequences * a.chunks * 2 * kWidth;
-  slots.decays = std::make_unique<DeviceBuffer>(sizeof(T) * static_cast<size_t>(n_decays), device);
+  slots.decays = decays_buffer(a, device);
   a.decays = slots.decays->as<T>();
   return slots;
 }

@@ -287,6 +287,18 @@ void for_each_direct_case(std::initializer_list<Layout> layouts, const Shapes& s
         }
 }
 
+// The chunked backward's gradients of q, k, v, gk, gv, s0 (undefined where the input is), from the
+// forward's kept states, or recomputing them when `states` is undefined.
+std::vector<Tensor> chunked_gradients(const Backend& kernels, const GpuScanInputs& in, const Tensor& dout, DType dtype,
+                                      const Tensor& states) {
+  std::vector<Tensor> g;
+  for (const Tensor* input : {&in.q, &in.k, &in.v, &in.gk, &in.gv, &in.s0})
+    g.push_back(input->defined() ? empty(input->shape(), dtype, gpu()) : Tensor());
+  kernels.gated_scan_backward(in.q, in.k, in.v, in.gk, in.gv, in.s0, dout, Tensor(), g[0], g[1], g[2], g[3], g[4], g[5],
+                              ScanAlgorithm::Chunked, states);
+  return g;
+}
+
 // The chunked forward keeps the states before every chunk for its backward (when a gradient is to
 // come); the backward reading them gives the gradients of the backward that recomputes them, bit
 // for bit, in every precision and either state pass, over several chunks and 64-channel tiles.
@@ -304,15 +316,8 @@ TEST(CudaGatedScan, KeptStatesGiveTheRecomputedGradients) {
         gpu_kernels.gated_scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, out, Tensor(), ScanAlgorithm::Chunked, &kept);
         ASSERT_TRUE(kept.defined()) << what;
         const Tensor dout = on_gpu(random_normal(out.shape(), p.dtype, 81));
-        auto gradients = [&](const Tensor& states) {
-          std::vector<Tensor> g;
-          for (const Tensor* input : {&in.q, &in.k, &in.v, &in.gk, &in.gv, &in.s0})
-            g.push_back(input->defined() ? empty(input->shape(), p.dtype, gpu()) : Tensor());
-          gpu_kernels.gated_scan_backward(in.q, in.k, in.v, in.gk, in.gv, in.s0, dout, Tensor(), g[0], g[1], g[2], g[3],
-                                          g[4], g[5], ScanAlgorithm::Chunked, states);
-          return g;
-        };
-        const std::vector<Tensor> from_kept = gradients(kept), recomputed = gradients(Tensor());
+        const std::vector<Tensor> from_kept = chunked_gradients(gpu_kernels, in, dout, p.dtype, kept);
+        const std::vector<Tensor> recomputed = chunked_gradients(gpu_kernels, in, dout, p.dtype, Tensor());
         for (size_t i = 0; i < from_kept.size(); ++i)
           if (from_kept[i].defined()) EXPECT_TRUE(same_values(from_kept[i], recomputed[i])) << what << " input " << i;
       });
@@ -368,11 +373,7 @@ TEST(CudaGatedScan, LookingBackGivesTheChainsResultsBitForBit) {
           Tensor kept;
           gpu_kernels.gated_scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, r[0], r[1], ScanAlgorithm::Chunked, &kept);
           for (const Tensor& states : {kept, Tensor()}) {
-            std::vector<Tensor> g;
-            for (const Tensor* input : {&in.q, &in.k, &in.v, &in.gk, &in.gv, &in.s0})
-              g.push_back(input->defined() ? empty(input->shape(), p.dtype, gpu()) : Tensor());
-            gpu_kernels.gated_scan_backward(in.q, in.k, in.v, in.gk, in.gv, in.s0, dout, Tensor(), g[0], g[1], g[2],
-                                            g[3], g[4], g[5], ScanAlgorithm::Chunked, states);
+            const std::vector<Tensor> g = chunked_gradients(gpu_kernels, in, dout, p.dtype, states);
             r.insert(r.end(), g.begin(), g.end());
           }
           return r;
