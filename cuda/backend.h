@@ -22,20 +22,17 @@ bool tf32_enabled();
 // update, then an elementwise scan over the chunks) between the per-chunk kernels; kChain, passed
 // from each chunk's block to the next inside the per-chunk kernels; kAuto (the default), the chain
 // when a launch has enough chains (sequences x tiles of the state) to fill the GPU while each
-// waits for its previous link, else the kernels (cuda/kernels/chain_order.h: chain_pays);
-// kLookBack, the chain with each block looking back past its predecessor (chain_order.h), built
-// but not yet measured, so only on request. set_scan_state_pass, or the environment variable
-// LINEA_SCAN_STATES=auto|kernels|chain|lookback, picks.
-enum class ScanStatePass { kKernels, kChain, kAuto, kLookBack };
+// waits for its previous link, else the kernels (cuda/kernels/chain_order.h: chain_pays).
+// set_scan_state_pass, or the environment variable LINEA_SCAN_STATES=auto|kernels|chain, picks.
+enum class ScanStatePass { kKernels, kChain, kAuto };
 inline constexpr ScanStatePass kEveryScanStatePass[] = {ScanStatePass::kKernels, ScanStatePass::kChain,
-                                                        ScanStatePass::kAuto, ScanStatePass::kLookBack};
+                                                        ScanStatePass::kAuto};
 // The names LINEA_SCAN_STATES and `linea bench scan --state-passes` take.
 inline const char* scan_state_pass_name(ScanStatePass pass) {
   switch (pass) {
     case ScanStatePass::kKernels: return "kernels";
     case ScanStatePass::kChain: return "chain";
     case ScanStatePass::kAuto: return "auto";
-    case ScanStatePass::kLookBack: return "lookback";
   }
   return "?";
 }

@@ -107,7 +107,7 @@ std::vector<cuda::ScanStatePass> parse_state_passes(const Flags& flags, const be
   std::vector<cuda::ScanStatePass> out;
   for (const std::string& name : passes.items()) {
     cuda::ScanStatePass pass = cuda::ScanStatePass::kAuto;
-    if (!cuda::scan_state_pass_named(name, &pass)) passes.fail(flags, "auto, kernels, chain and lookback", name);
+    if (!cuda::scan_state_pass_named(name, &pass)) passes.fail(flags, "auto, kernels and chain", name);
     out.push_back(pass);
   }
   return out;
@@ -267,9 +267,8 @@ int run(const std::string& program, std::span<const std::string> args) {
   cfg.algorithms.add_to(flags, "algorithms", "kernel: comma-separated: chunked, sequential");
   cfg.state_passes.add_to(flags, "state-passes",
                           "kernel, chunked: comma-separated ways the state passes between chunks: kernels (its own "
-                          "kernels), chain (from block to block), auto (one of them by the number of chains), lookback "
-                          "(the chain looking back past the block before; cuda/backend.h), each timed in turn "
-                          "(default: the current one, LINEA_SCAN_STATES)");
+                          "kernels), chain (from block to block), auto (one of them by the number of chains; "
+                          "cuda/backend.h), each timed in turn (default: the current one, LINEA_SCAN_STATES)");
   flags.add_choice("dtype", &cfg.dtype, {"float32", "bfloat16"},
                    "kernel: q, k, v and dout (bfloat16: the products on the bfloat16 tensor cores, decays and "
                    "states float32)");

@@ -39,25 +39,6 @@ constexpr int64_t slot_out(int64_t chunk, int64_t slots, bool backward) {
   return slot_in(backward ? chunk - 1 + slots : chunk + 1, slots);
 }
 
-// ---- Looking back (ScanStatePass::kLookBack). A chain link as above makes every block wait for the
-// one before it to finish its link, and with two or more blocks of a chain on the GPU at once
-// (chains < SMs) each waits that long with nothing else to do. Looking back, the block at chain
-// position m (the m-th chunk its chain passes through) publishes its own update (U or W, with its
-// chunk's decays) as soon as it has computed it, before it waits for anything; it then takes the
-// value that came into position m - kLookBack (published by that block) and applies the updates of
-// the kLookBack positions between, one after another, exactly as the blocks there apply their own:
-// the same operations in the same order, so every value is the sequential scan's to the last bit,
-// whoever computes it and whenever (deterministic). It publishes what comes into its own position
-// for the block kLookBack positions on. The chain's sequential path is then chunks / kLookBack
-// links, and a block waits only for blocks that started kLookBack tickets-of-its-chain earlier.
-// Positions below kLookBack start from the chain's start value. Every value and update keeps a
-// slot of its own (chunk n's in slot n), since a block reads values up to kLookBack positions back.
-constexpr int64_t kLookBack = 2;
-
-// The position whose incoming value the block at `position` starts from (0: the chain's start value,
-// which needs no wait).
-constexpr int64_t look_back_start(int64_t position) { return position >= kLookBack ? position - kLookBack : 0; }
-
 // The chunk at a chain position (links_before's inverse).
 constexpr int64_t chunk_at(int64_t position, int64_t chunks, bool backward) {
   return backward ? chunks - 1 - position : position;
@@ -72,6 +53,8 @@ constexpr int64_t chunk_at(int64_t position, int64_t chunks, bool backward) {
 // the chain. Measured on an H200 (132 SMs), forward+backward at H=8, d=64, T=16k, chain against
 // kernels: 8 chains 1.27 against 0.97 ms, 16 chains 1.55 against 1.61 (the forward alone slower:
 // 0.69 against 0.62), 32 chains 2.66 against 2.93, 64 chains 5.11 against 5.63 (docs/benchmarks.md).
+// A look-back variant of the chain (each block applying the two updates before its chunk to the
+// state two links back, so as to wait less) was measured and won nowhere (docs/benchmarks.md).
 constexpr bool chain_pays(int64_t chains, int64_t sms) { return 6 * chains >= sms; }
 
 }  // namespace linea::cuda::chunked

@@ -26,9 +26,6 @@ namespace linea::cuda {
 struct ChunkChain {
   unsigned* tickets;  // the next ticket to hand out
   int* published;     // per chain (a sequence of chunks): how many of its chunks have written theirs
-  // Looking back (chain_order.h): per chain and chunk, two flags: [0] its update is published,
-  // [1] what comes into it is; null otherwise.
-  int* ready;
 };
 
 __device__ __forceinline__ int load_acquire(const int* p) {
@@ -59,20 +56,15 @@ __device__ __forceinline__ unsigned take_ticket(unsigned* tickets) {
   return ticket;
 }
 
-// Returns once *flag >= value. One thread of the block calls it; the block's barrier after that
-// thread's last wait hands what it acquired to the others (wait_until_published).
-__device__ __forceinline__ void wait_for_flag(const int* flag, int value) {
-  while (load_acquire(flag) < value) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    __nanosleep(32);
-#endif
-  }
-}
-
 // Returns once *published >= count: what the blocks that published up to count wrote before it
 // can then be read (with __ldcg). Every thread of the block calls it.
 __device__ __forceinline__ void wait_until_published(const int* published, int count) {
-  if (threadIdx.x == 0) wait_for_flag(published, count);
+  if (threadIdx.x == 0)
+    while (load_acquire(published) < count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+      __nanosleep(32);
+#endif
+    }
   __syncthreads();
 }
 

@@ -59,7 +59,7 @@ ScanStatePass scan_state_pass() {
     const char* env = std::getenv("LINEA_SCAN_STATES");
     ScanStatePass from_env = ScanStatePass::kAuto;
     if (env != nullptr && !scan_state_pass_named(env, &from_env))
-      fail("gated_scan", "LINEA_SCAN_STATES must be 'auto', 'kernels', 'chain' or 'lookback', got '", env, "'");
+      fail("gated_scan", "LINEA_SCAN_STATES must be 'auto', 'kernels' or 'chain', got '", env, "'");
     g_scan_state_pass.compare_exchange_strong(state, static_cast<int>(from_env));  // a concurrent set wins
     state = g_scan_state_pass.load();
   }

@@ -28,7 +28,7 @@
 // through the chunks, storing the state before every chunk and the final one), or inside
 // chunk_output, each block computing its chunk's update and handing the state on to the next
 // chunk's block (pass_state, chunk_chain.cuh), the latter whenever a launch has chains enough to
-// hide the latency of its links (launch_pass). Either way the only sequential work is
+// hide the latency of its links (passes_along_chain). Either way the only sequential work is
 // elementwise. No T x T matrix, no atomics (the chain's counters only order the blocks).
 // Why 64 in float32: chunks of 32 (half the shared memory, two blocks per SM in float32 with one
 // decaying side) measured slower on an H100 (forward+backward at B=8, H=8, d=64, GLA gate: 0.85
@@ -147,12 +147,10 @@ struct ScanArgs {
   // (and the final one), state_slots per chain; their gradients after each chunk, dstate_slots.
   T *states, *dstates;
   int64_t state_slots, dstate_slots;
-  // ScanStatePass::kKernels and kLookBack: each chunk's own update of the state (U) and of its
-  // gradient (W), and each chunk's exp(Lv_last), exp(Lk_last) (2 kWidth): from chunk_updates for
-  // state_scan, or published by the per-chunk blocks for the blocks after them.
+  // ScanStatePass::kKernels: each chunk's own update of the state (U) and of its gradient (W),
+  // and each chunk's exp(Lv_last), exp(Lk_last) (2 kWidth), from chunk_updates for state_scan.
   T *updates, *dupdates, *decays;
-  // ScanStatePass::kChain and kLookBack: the launch's counters (chunk_chain.cuh); tickets null
-  // otherwise.
+  // ScanStatePass::kChain: the launch's counters (chunk_chain.cuh); tickets null otherwise.
   ChunkChain chain;
   int64_t heads, sequences, steps, dk, dv, chunks;
   int key_tiles, value_tiles, key_mode, value_mode;
@@ -845,8 +843,6 @@ __device__ __forceinline__ void causal_parts(T (&intra)[kChannelTiles][4], T (&s
 // (state_slots = chunks + 1); else it passes them through a ring of two slots, as the backward does
 // the gradients (the gradient after chunk n in slot n % 2). Two are enough: the block that
 // overwrites a slot waits for the publication of the block that read it, which read it first.
-// ScanStatePass::kLookBack passes the same states another way, with every slot kept (below:
-// pass_state_looking_back; chain_order.h says why).
 
 // This warp's part of the chunk's own update of the state, sum over positions s of rows[s][j]
 // cols[s][i] (rows j: value channels, columns i: key channels; kStateRows groups of 16 rows, the
@@ -965,94 +961,6 @@ __device__ void pass_state(const StateUpdate<T>& update, T* tile, const ChunkTil
   publish(published, static_cast<int>(step + 1));
 }
 
-// ---- looking back (ScanStatePass::kLookBack; chain_order.h says why and how) --------------------
-//
-// Every chunk's update and decays keep a slot of their own (a.updates or a.dupdates, a.decays, as
-// chunk_updates lays them out for state_scan), and so does what comes into every chunk (a.states
-// or a.dstates, chunk n's in slot n).
-
-// Chunk `chunk`'s flag on the block's chain: 0, its update is published; 1, what comes into it is.
-template <class T>
-__device__ __forceinline__ int* ready_flag(const ScanArgs<T>& a, const Place& p, int64_t chunk, int which) {
-  return a.chain.ready + 2 * (p.chain * a.chunks + chunk) + which;
-}
-
-// Publishes the block's own update (its warps' parts, chunk_update) and its chunk's decays, ev then
-// ek, for the kLookBack blocks after it on the chain. It waits for nothing first, so no block that
-// waits for it waits for a waiting block.
-template <bool kBackward, class T>
-__device__ void publish_update(const StateUpdate<T>& update, const ChunkTiles<T>& s, const ScanArgs<T>& a,
-                               const Place& p) {
-  T* tile = update_tile(kBackward ? a.dupdates : a.updates, a, p, p.index);
-  for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
-    reinterpret_cast<StatePair<T>*>(tile + j * kWidth + i)[0] = {update[g][n][2 * half], update[g][n][2 * half + 1]};
-  });
-  T* decays = chunk_decays(a.decays, a, p, p.index);
-  const int c = static_cast<int>(threadIdx.x);
-  if (c < kWidth) decays[c] = s.value_last[c];
-  else if (c < 2 * kWidth) decays[c] = s.key_last[c - kWidth];
-  publish(ready_flag(a, p, p.index, 0), 1);
-}
-
-// The block's link when looking back: pass_state's contract, except that what comes into the chunk
-// at chain position m is computed from what came into position look_back_start(m) and the updates
-// published between, each applied by chain_step as its own block applies it, and that what comes
-// into the chunk is stored in the chunk's own slot (and what leaves the chain's last chunk in slot
-// chunks forward, as pass_state's kept states). Every thread of the block calls it.
-template <bool kBackward, class T>
-__device__ void pass_state_looking_back(const StateUpdate<T>& update, T* tile, const ChunkTiles<T>& s,
-                                        const ScanArgs<T>& a, const Place& p) {
-  using G = Geometry<T>;
-  using Pair = StatePair<T>;
-  constexpr int P = G::kPitch, R = G::kStateRows;
-  const int64_t m = links_before(p.index, a.chunks, kBackward), start = look_back_start(m);  // chain_order.h
-  T* values = kBackward ? a.dstates : a.states;
-  const T* updates = kBackward ? a.dupdates : a.updates;
-  const int64_t slots = kBackward ? a.dstate_slots : a.state_slots;
-  if (threadIdx.x == 0) {
-    if (start > 0) wait_for_flag(ready_flag(a, p, chunk_at(start, a.chunks, kBackward), 1), 1);
-    for (int64_t q = start; q < m; ++q) wait_for_flag(ready_flag(a, p, chunk_at(q, a.chunks, kBackward), 0), 1);
-  }
-  __syncthreads();
-  Pair x[R][kChannelTiles][2];
-  const T* from = state_tile(values, p, slots, chunk_at(start, a.chunks, kBackward));
-  for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
-    x[g][n][half] = start > 0 ? __ldcg(reinterpret_cast<const Pair*>(from + j * kWidth + i))
-                              : chain_start_pair<kBackward>(a, p, j, i);
-  });
-  for (int64_t q = start; q < m; ++q) {
-    const int64_t chunk = chunk_at(q, a.chunks, kBackward);
-    const T* u = update_tile(const_cast<T*>(updates), a, p, chunk);
-    const T* d = chunk_decays(a.decays, a, p, chunk);
-    for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
-      const Pair add = __ldcg(reinterpret_cast<const Pair*>(u + j * kWidth + i));
-      x[g][n][half] = chain_step(x[g][n][half], __ldcg(d + j), __ldcg(d + kWidth + i), __ldcg(d + kWidth + i + 1),
-                                 add.x, add.y);
-    });
-  }
-  T* own = state_tile(values, p, slots, p.index);
-  for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
-    const Pair& v = x[g][n][half];
-    if (tile != nullptr) tile[j * P + i] = v.x, tile[j * P + i + 1] = v.y;
-    reinterpret_cast<Pair*>(own + j * kWidth + i)[0] = v;
-    if (m + 1 == a.chunks) {
-      const Pair next = chain_step(v, s.value_last[j], s.key_last[i], s.key_last[i + 1], update[g][n][2 * half],
-                                   update[g][n][2 * half + 1]);
-      store_chain_end<kBackward>(a, p, j, i, next);
-      if (!kBackward) reinterpret_cast<Pair*>(state_tile(values, p, slots, a.chunks) + j * kWidth + i)[0] = next;
-    }
-  });
-  publish(ready_flag(a, p, p.index, 1), 1);
-}
-
-// The block's link, by the way the launch passes the state.
-template <bool kBackward, bool kLookBack, class T>
-__device__ __forceinline__ void take_link(const StateUpdate<T>& update, T* tile, const ChunkTiles<T>& s,
-                                          const ScanArgs<T>& a, const Place& p) {
-  if constexpr (kLookBack) pass_state_looking_back<kBackward>(update, tile, s, a, p);
-  else pass_state<kBackward>(update, tile, s, a, p);
-}
-
 // ---- chunk_output ----------------------------------------------------------------------------
 
 // The chunk's outputs once prepare_chunk has run, for a mild chunk (kMild) or any other. The way is
@@ -1060,7 +968,7 @@ __device__ __forceinline__ void take_link(const StateUpdate<T>& update, T* tile,
 // factored out, the products' sides are kNoDecay at compile time and the mild body has none of
 // the decayed branches (a kernel holding both ways ran out of the instruction cache: ncu's
 // "no instruction" was its largest stall).
-template <class T, Products kProducts, bool kMild, bool kChained, bool kLookBack>
+template <class T, Products kProducts, bool kMild, bool kChained>
 __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch;
@@ -1071,9 +979,8 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   T update[G::kStateRows][kChannelTiles][4];
   if constexpr (kChained) {
     chunk_update<kProducts>(update, a.value_mode == kNoDecay ? s.v : s.z, a.key_mode == kNoDecay ? s.k : s.w, w);
-    if constexpr (kLookBack) publish_update<false>(update, s, a, p);
     if (!a.out.present()) {  // the states alone, for a backward that computes them again
-      take_link<false, kLookBack>(update, static_cast<T*>(nullptr), s, a, p);
+      pass_state<false>(update, static_cast<T*>(nullptr), s, a, p);
       return;
     }
   }
@@ -1088,7 +995,7 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   zero(o);
   decayed_product<kProducts, true>(o, s.stripes, s.v, value_p, w);
   // Then the part through the state h_n (from the chain, which takes h_{n+1} on to the next chunk).
-  if constexpr (kChained) take_link<false, kLookBack>(update, s.h, s, a, p);
+  if constexpr (kChained) pass_state<false>(update, s.h, s, a, p);
   zero(inter);
   through_state<kProducts, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
@@ -1113,10 +1020,10 @@ __device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backw
 
 // One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
 // from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
-template <class T, Products kProducts, bool kChained, bool kLookBack = false>
+template <class T, Products kProducts, bool kChained>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
   for_block_chunk<kChained>(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_output_body<T, kProducts, decltype(mild)::value, kChained, kLookBack>(s, a, p);
+    chunk_output_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
   });
 }
 
@@ -1289,7 +1196,7 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], DecayTerms<T>& terms, 
 // through dh' keep the decay to the chunk's end (<= 1) as a factor of their own, so no two large
 // factors meet. Each side's causal scores serve its forward-in-time product and, read transposed,
 // its backward-in-time one (input_gradient).
-template <class T, Products kProducts, bool kMild, bool kChained, bool kLookBack>
+template <class T, Products kProducts, bool kMild, bool kChained>
 __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, N = G::kThreads;
@@ -1306,8 +1213,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
     T update[G::kStateRows][kChannelTiles][4];
     chunk_update<kProducts>(update, kMild || a.value_mode == kNoDecay ? s.dout : s.z,
                             kMild || a.key_mode == kNoDecay ? s.q : s.w, warp_part());
-    if constexpr (kLookBack) publish_update<true>(update, s, a, p);
-    take_link<true, kLookBack>(update, s.dh, s, a, p);
+    pass_state<true>(update, s.dh, s, a, p);
   }
   // The decay gradients' term of the carried state: dh'_ji exp(Lv_last,j) h_ji exp(Lk_last,i),
   // summed over rows j for the key side (exp(Lk_last,i) left for the end) and over columns i for
@@ -1372,10 +1278,10 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
 }
 
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
-template <class T, Products kProducts, bool kChained, bool kLookBack = false>
+template <class T, Products kProducts, bool kChained>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
   for_block_chunk<kChained>(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_gradient_body<T, kProducts, decltype(mild)::value, kChained, kLookBack>(s, a, p);
+    chunk_gradient_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
   });
 }
 
@@ -1542,41 +1448,21 @@ void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states
 // ScanStatePass::kChain: the counters of one per-chunk launch's chain (chunk_chain.cuh), zeroed on
 // the stream before it; handed back when the returned buffer goes, which is safe once the launch
 // is queued.
-// Looking back (kLookBack), also every chunk's two flags (ChunkChain::ready).
 template <class T>
-std::unique_ptr<DeviceBuffer> start_chain(ScanArgs<T>& a, bool looking_back, int device, cudaStream_t stream,
-                                          const char* op) {
-  const int64_t chains = sub_problems(a) * a.sequences, flags = looking_back ? 2 * chains * a.chunks : 0;
-  const size_t bytes = sizeof(int) * static_cast<size_t>(1 + chains + flags);
+std::unique_ptr<DeviceBuffer> start_chain(ScanArgs<T>& a, int device, cudaStream_t stream, const char* op) {
+  const size_t bytes = sizeof(int) * static_cast<size_t>(1 + sub_problems(a) * a.sequences);
   auto counters = std::make_unique<DeviceBuffer>(bytes, device);
   LINEA_CUDA_CHECK(cudaMemsetAsync(counters->as<void>(), 0, bytes, stream), op);
-  int* published = counters->as<int>() + 1;
-  a.chain = {counters->as<unsigned>(), published, looking_back ? published + chains : nullptr};
+  a.chain = {counters->as<unsigned>(), counters->as<int>() + 1};
   return counters;
 }
 
-// How this launch's state passes (cuda/backend.h: ScanStatePass), kAuto decided.
+// Whether this launch's state passes between its blocks (cuda/backend.h: ScanStatePass).
 template <class T>
-ScanStatePass launch_pass(const ScanArgs<T>& a, int device) {
+bool passes_along_chain(const ScanArgs<T>& a, int device) {
   const ScanStatePass pass = scan_state_pass();
-  if (pass != ScanStatePass::kAuto) return pass;
-  const bool chain = chain_pays(sub_problems(a) * a.sequences, sm_count(device));  // chain_order.h
-  return chain ? ScanStatePass::kChain : ScanStatePass::kKernels;
-}
-
-// Looking back: the slots of every chunk's update (U for `forward`, W for `backward`) and decays,
-// where chunk_updates would leave them (update_tile, chunk_decays); null buffers where not wanted.
-struct LookBackSlots {
-  std::unique_ptr<DeviceBuffer> updates, dupdates, decays;
-};
-template <class T>
-LookBackSlots look_back_slots(ScanArgs<T>& a, bool forward, bool backward, int device) {
-  LookBackSlots slots;
-  if (forward) slots.updates = states_buffer(a, a.chunks, device), a.updates = slots.updates->as<T>();
-  if (backward) slots.dupdates = states_buffer(a, a.chunks, device), a.dupdates = slots.dupdates->as<T>();
-  slots.decays = decays_buffer(a, device);
-  a.decays = slots.decays->as<T>();
-  return slots;
+  if (pass != ScanStatePass::kAuto) return pass == ScanStatePass::kChain;
+  return chain_pays(sub_problems(a) * a.sequences, sm_count(device));  // chain_order.h
 }
 
 // The states before every chunk and the final one (slot chunks), as the backward reads them.
@@ -1585,17 +1471,12 @@ int64_t states_elements(const ScanArgs<T>& a) {
   return sub_problems(a) * a.sequences * (a.chunks + 1) * kWidth * kWidth;
 }
 
-// chunk_output_kernel over every chunk: o, when a.out is present; passing the state between its
-// blocks (`pass` kChain or kLookBack) the states too (a.states, a.state_slots per chain), else it
-// reads them there.
+// chunk_output_kernel over every chunk: o, when a.out is present; with `chained` the states too
+// (a.states, a.state_slots per chain), else it reads them there.
 template <class T, Products kProducts>
-void run_chunk_output(ScanArgs<T>& a, ScanStatePass pass, int device, cudaStream_t stream) {
-  const bool chained = pass != ScanStatePass::kKernels, looking_back = pass == ScanStatePass::kLookBack;
-  const std::unique_ptr<DeviceBuffer> counters =
-      chained ? start_chain(a, looking_back, device, stream, "gated_scan") : nullptr;
-  launch_kernel(looking_back ? chunk_output_kernel<T, kProducts, true, true>
-                : chained    ? chunk_output_kernel<T, kProducts, true>
-                             : chunk_output_kernel<T, kProducts, false>,
+void run_chunk_output(ScanArgs<T>& a, bool chained, int device, cudaStream_t stream) {
+  const std::unique_ptr<DeviceBuffer> counters = chained ? start_chain(a, device, stream, "gated_scan") : nullptr;
+  launch_kernel(chained ? chunk_output_kernel<T, kProducts, true> : chunk_output_kernel<T, kProducts, false>,
                 chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(false), stream, "gated_scan", a);
   a.chain = {};
 }
@@ -1622,12 +1503,11 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
   a.final_state = final_state.defined() ? final_state.data<T>() : nullptr;
   if (kept != nullptr) *kept = empty({states_elements(a)}, dtype_of<T>::value, in.q.device());
   if (a.chunks == 0) return pass_through(a.final_state, a.s0, a, stream, "gated_scan");
-  const ScanStatePass pass = launch_pass(a, device);
-  const bool chained = pass != ScanStatePass::kKernels, looking_back = pass == ScanStatePass::kLookBack;
+  const bool chained = passes_along_chain(a, device);
   // The states: the kept tensor for the backward, else scratch handed back on return; passed
-  // between the blocks, only a ring of two slots per chain (pass_state), unless looking back.
+  // between the blocks, only a ring of two slots per chain (pass_state).
   std::unique_ptr<DeviceBuffer> scratch;
-  a.state_slots = kept != nullptr || !chained || looking_back ? a.chunks + 1 : 2;
+  a.state_slots = kept != nullptr || !chained ? a.chunks + 1 : 2;
   if (kept != nullptr) {
     a.states = kept->data<T>();
   } else {
@@ -1636,9 +1516,8 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
   }
   const Output<T> o(out, a.key_tiles, device);
   a.out = o.operand();
-  const LookBackSlots slots = looking_back ? look_back_slots(a, true, false, device) : LookBackSlots{};
   if (!chained) compute_states<T, kProducts, false>(a, device, stream);
-  run_chunk_output<T, kProducts>(a, pass, device, stream);
+  run_chunk_output<T, kProducts>(a, chained, device, stream);
   o.add(stream, device);
 }
 
@@ -1656,18 +1535,16 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
               "gated_scan_backward", "the kept states ", kept.describe(), " are not those of these inputs (",
               states_elements(a), " elements)");
   if (a.chunks == 0) return pass_through(a.dinitial, a.dfinal, a, stream, "gated_scan_backward");
-  const ScanStatePass pass = launch_pass(a, device);
-  const bool chained = pass != ScanStatePass::kKernels, looking_back = pass == ScanStatePass::kLookBack;
+  const bool chained = passes_along_chain(a, device);
   a.state_slots = a.chunks + 1;
-  a.dstate_slots = chained && !looking_back ? 2 : a.chunks;  // passed between the blocks: a ring (pass_state)
+  a.dstate_slots = chained ? 2 : a.chunks;  // passed between the blocks: a ring (pass_state)
   const std::unique_ptr<DeviceBuffer> states = kept.defined() ? nullptr : states_buffer(a, a.state_slots, device);
   const std::unique_ptr<DeviceBuffer> dstates = states_buffer(a, a.dstate_slots, device);
   a.states = kept.defined() ? const_cast<T*>(kept.data<T>()) : states->as<T>();
   a.dstates = dstates->as<T>();
   // Without kept states: the forward's again, with the state pass the gradients' pass takes.
-  const LookBackSlots slots = looking_back ? look_back_slots(a, !kept.defined(), true, device) : LookBackSlots{};
   if (!chained) compute_states<T, kProducts, true>(a, device, stream, kept.defined());
-  else if (!kept.defined()) run_chunk_output<T, kProducts>(a, pass, device, stream);  // no a.out: the states alone
+  else if (!kept.defined()) run_chunk_output<T, kProducts>(a, true, device, stream);  // no a.out: the states alone
   // Partial sums: dq, dk over value tiles, dv over key tiles; a decay gradient like its side's
   // inputs, or over every tile for one decay per step.
   const int64_t tiles = sub_problems(a);
@@ -1680,10 +1557,8 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   a.grad_gk = dgk.operand();
   a.grad_gv = dgv.operand();
   const std::unique_ptr<DeviceBuffer> counters =
-      chained ? start_chain(a, looking_back, device, stream, "gated_scan_backward") : nullptr;
-  launch_kernel(looking_back ? chunk_gradient_kernel<T, kProducts, true, true>
-                : chained    ? chunk_gradient_kernel<T, kProducts, true>
-                             : chunk_gradient_kernel<T, kProducts, false>,
+      chained ? start_chain(a, device, stream, "gated_scan_backward") : nullptr;
+  launch_kernel(chained ? chunk_gradient_kernel<T, kProducts, true> : chunk_gradient_kernel<T, kProducts, false>,
                 chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
                 stream, "gated_scan_backward", a);
   for (const Output<T>* x : {&dq, &dk, &dv, &dgk, &dgv}) x->add(stream, device);

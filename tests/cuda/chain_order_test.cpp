@@ -4,13 +4,10 @@
 // comes in, write what goes out, publish) interleave with the other blocks' at random. Every run
 // ends (no block waits for one that cannot start), every block reads the value its chain's
 // sequential scan has there, and no slot of a ring is overwritten before it is read. Two wrong
-// orders show that the simulation catches what it checks. The look-back protocol (kLookBack) is
-// run the same way: every run ends and every value is the sequential scan's bit for bit. Runs
-// without a GPU.
+// orders show that the simulation catches what it checks. Runs without a GPU.
 #include "cuda/kernels/chain_order.h"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <random>
 #include <string>
@@ -182,78 +179,6 @@ TEST(ChainOrder, WaitingForTooFewLinksIsCaught) {
     };
     bool caught = false;
     for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate(r, tickets(r), seed, too_few);
-    EXPECT_TRUE(caught) << (backward ? "backward" : "forward");
-  }
-}
-
-// ---- looking back (chain_order.h: kLookBack) ----------------------------------------------------
-
-// The look-back protocol with the same random interleaving: a block publishes its update (phase
-// 0), waits for the value kLookBack positions back and the updates between (1: `waited` says
-// which), computes what comes into its chunk from them (2), publishes it (3). Slots
-// not yet published hold NaN, so a read too early shows as a wrong value.
-using Waited = std::function<int64_t(int64_t position)>;  // the first update position waited for
-::testing::AssertionResult simulate_look_back(const ChainRun& r, uint64_t seed,
-                                              const Waited& first_waited = look_back_start) {
-  std::mt19937_64 gen(seed);
-  const ChainInputs x = draw_chains(r, gen);
-  const double unset = std::nan("");
-  // What other blocks can read: published updates (with their decays) and incoming values.
-  std::vector<std::vector<double>> shown_update(r.chains, std::vector<double>(r.chunks, unset));
-  std::vector<std::vector<double>> shown_value = shown_update;
-  auto can_go = [&](const Block& k) {
-    if (k.phase != 1) return true;
-    const int64_t c = k.place.chain, m = links_before(k.place.chunk, r.chunks, r.backward), from = look_back_start(m);
-    bool go = from == 0 || !std::isnan(shown_value[c][chunk_at(from, r.chunks, r.backward)]);
-    for (int64_t q = first_waited(m); go && q < m; ++q)
-      go = !std::isnan(shown_update[c][chunk_at(q, r.chunks, r.backward)]);
-    return go;
-  };
-  auto step = [&](Block& k, std::string& failure) {
-    const int64_t c = k.place.chain, n = k.place.chunk, m = links_before(n, r.chunks, r.backward);
-    if (k.phase == 0) {
-      shown_update[c][n] = x.update[c][n];
-    } else if (k.phase == 2) {
-      const int64_t from = look_back_start(m);
-      k.in = from == 0 ? x.start[c] : shown_value[c][chunk_at(from, r.chunks, r.backward)];
-      for (int64_t q = from; q < m; ++q) {
-        const int64_t chunk = chunk_at(q, r.chunks, r.backward);
-        k.in = x.decay[c][chunk] * k.in + shown_update[c][chunk];
-      }
-      if (!(k.in == x.expected[c][n])) {  // bit for bit: the same operations as the sequential scan
-        failure = "chain " + std::to_string(c) + " chunk " + std::to_string(n) + " computed " + std::to_string(k.in) +
-                  ", expected " + std::to_string(x.expected[c][n]);
-        return false;
-      }
-    } else if (k.phase == 3) {
-      shown_value[c][n] = k.in;
-    }
-    return true;
-  };
-  return run_blocks(r, tickets(r), gen, 4, can_go, step);
-}
-
-TEST(ChainOrder, LookingBackEndsAndComputesTheSequentialScanBitForBit) {
-  uint64_t seed = 1;
-  for (const bool backward : {false, true})
-    for (const int64_t chains : {1, 3, 8})
-      for (const int64_t chunks : {1, 2, 3, 7, 40})
-        for (const int64_t resident : {1, 2, 5, 64}) {
-          const ChainRun r{chains, chunks, chunks + 1, resident, backward};
-          for (int repeat = 0; repeat < 20; ++repeat)
-            EXPECT_TRUE(simulate_look_back(r, seed++)) << (backward ? "backward" : "forward") << " chains=" << chains
-                                                       << " chunks=" << chunks << " resident=" << resident;
-        }
-}
-
-// A block that does not wait for the first update it applies reads it before it is published in
-// some interleaving.
-TEST(ChainOrder, LookingBackWithoutWaitingForEveryUpdateIsCaught) {
-  for (const bool backward : {false, true}) {
-    const ChainRun r{2, 9, 10, 6, backward};
-    const Waited one_too_late = [](int64_t position) { return look_back_start(position) + 1; };
-    bool caught = false;
-    for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate_look_back(r, seed, one_too_late);
     EXPECT_TRUE(caught) << (backward ? "backward" : "forward");
   }
 }

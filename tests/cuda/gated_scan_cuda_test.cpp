@@ -351,40 +351,6 @@ TEST(CudaGatedScan, ForwardWithoutKeptStatesGivesTheSameResults) {
       });
 }
 
-// Looking back (ScanStatePass::kLookBack) applies each chunk's update with the chain's own step,
-// so its states are the chain's, and so are the outputs, final states and gradients, bit for bit:
-// in every precision, over many chunks (several waves of blocks) and several 64-channel tiles.
-TEST(CudaGatedScan, LookingBackGivesTheChainsResultsBitForBit) {
-  LINEA_SKIP_WITHOUT_CUDA();
-  const Backend& gpu_kernels = backend_for(gpu());
-  for (const Precision& p : kPrecisions)
-    for (const Layout& l : {kLayouts[2], kLayouts[3], kLayouts[4]})
-      for (const Case& c :
-           {Case{4, 8, 1000, 64, 64, l.key, l.value, true}, Case{1, 3, 333, 100, 130, l.key, l.value, false}}) {
-        const Tf32Setting mode(p.tf32);
-        const GpuScanInputs in = gpu_inputs(c, p.dtype, 95);
-        const Tensor dout = on_gpu(random_normal({c.batch, c.heads, c.steps, c.dv}, p.dtype, 96));
-        const std::string what = label(c, p, ScanAlgorithm::Chunked);
-        // The output, the final state, then the gradients of q, k, v, gk, gv, s0 (kept states, then recomputed).
-        auto results = [&](cuda::ScanStatePass pass) {
-          const ScanStatePassSetting setting(pass);
-          std::vector<Tensor> r = {empty({c.batch, c.heads, c.steps, c.dv}, p.dtype, gpu()),
-                                   empty({c.batch, c.heads, c.dv, c.dk}, p.dtype, gpu())};
-          Tensor kept;
-          gpu_kernels.gated_scan(in.q, in.k, in.v, in.gk, in.gv, in.s0, r[0], r[1], ScanAlgorithm::Chunked, &kept);
-          for (const Tensor& states : {kept, Tensor()}) {
-            const std::vector<Tensor> g = chunked_gradients(gpu_kernels, in, dout, p.dtype, states);
-            r.insert(r.end(), g.begin(), g.end());
-          }
-          return r;
-        };
-        const std::vector<Tensor> chain = results(cuda::ScanStatePass::kChain);
-        const std::vector<Tensor> look_back = results(cuda::ScanStatePass::kLookBack);
-        for (size_t i = 0; i < chain.size(); ++i)
-          if (chain[i].defined()) EXPECT_TRUE(same_values(chain[i], look_back[i])) << what << " result " << i;
-      }
-}
-
 // The tensor cores' error is TF32 rounding: next to the float64 result, exact float32 is within
 // float32 rounding and TF32 between 1e-5 and 5e-3 of the largest value. The lower bound fails if
 // the products did not run on the tensor cores.

@@ -84,15 +84,14 @@ class ScanStatePassSetting {
   cuda::ScanStatePass was_;
 };
 
-// Every way the chunked scan passes its state (kAuto picks one of the first two), with their names
-// for the tests' labels.
+// Both of the chunked scan's state passes (kAuto picks one of them), with their names for the
+// tests' labels.
 struct NamedScanStatePass {
   cuda::ScanStatePass pass;
   const char* name;
 };
 inline constexpr NamedScanStatePass kScanStatePasses[] = {{cuda::ScanStatePass::kKernels, "state kernels"},
-                                                          {cuda::ScanStatePass::kChain, "state chain"},
-                                                          {cuda::ScanStatePass::kLookBack, "state look-back"}};
+                                                          {cuda::ScanStatePass::kChain, "state chain"}};
 inline const char* scan_state_pass_name() {
   for (const NamedScanStatePass& p : kScanStatePasses)
     if (p.pass == cuda::scan_state_pass()) return p.name;

@@ -8,8 +8,7 @@
 #      under ncu at T = 16k, each of $NCU_PASSES;
 #   3. the training step with each of $STEP_PASSES (LINEA_SCAN_STATES), softmax beside it.
 # NO_TESTS=1 skips 1's tests, NO_STEP=1 skips 3. Logs go to $OUT; the JSON lines come last.
-PASSES=${PASSES:-auto,kernels,chain,lookback} NCU_PASSES=${NCU_PASSES:-chain lookback}
-STEP_PASSES=${STEP_PASSES:-auto lookback}
+PASSES=${PASSES:-auto,kernels,chain} NCU_PASSES=${NCU_PASSES:-chain} STEP_PASSES=${STEP_PASSES:-auto}
 set -o pipefail
 source .gpu/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -31,7 +30,7 @@ if [ -z "$NO_TESTS" ]; then
     > $OUT/scan_tests.log 2>&1
   echo "scan tests rc=$? after $(( $(date +%s) - start )) s"
   grep -E "^\[  (FAILED|PASSED) \]|tests? from .* ran|Failure" $OUT/scan_tests.log | head -30
-  grep "\[tf32\]" $OUT/scan_tests.log | grep "state look-back" | head -12
+  grep "\[tf32\]" $OUT/scan_tests.log | grep "state chain" | head -12
 fi
 wait
 L=./build-gpu/tools/linea
