@@ -21,8 +21,9 @@ bool tf32_enabled();
 // (cuda/kernels/chunked_scan_kernels.cuh): kKernels, in two kernels of its own (each chunk's
 // update, then an elementwise scan over the chunks) between the per-chunk kernels; kChain, passed
 // from each chunk's block to the next inside the per-chunk kernels; kAuto (the default), the chain
-// when a launch has enough chains (sequences x tiles of the state) to fill the GPU while each
-// waits for its previous link, else the kernels (cuda/kernels/chain_order.h: chain_pays).
+// when a launch has enough chains (sequences x tiles of the state: 8 per 132 SMs, the fewest
+// measured) that its links are not all its time, else the kernels (cuda/kernels/chain_order.h:
+// chain_pays).
 // set_scan_state_pass, or the environment variable LINEA_SCAN_STATES=auto|kernels|chain, picks.
 enum class ScanStatePass { kKernels, kChain, kAuto };
 inline constexpr ScanStatePass kEveryScanStatePass[] = {ScanStatePass::kKernels, ScanStatePass::kChain,

@@ -86,8 +86,8 @@
 // backward (the step's peak 5.53 -> 5.75 GiB), and the kernel pair's own peak drops (2376 -> 2088
 // MiB at B=8, H=8, T=16k), the backward no longer allocating states of its own. Without a backward
 // (inference) the states are scratch, handed back when the forward returns. Passed between the
-// blocks, the gradients and an inference's states need only a ring of two slots per sequence
-// (pass_state), and a backward without kept states runs chunk_output again without its output.
+// blocks, the gradients and an inference's states need only one slot per sequence (pass_state),
+// and a backward without kept states runs chunk_output again without its output.
 
 #include <algorithm>
 #include <memory>
@@ -145,12 +145,14 @@ struct ScanArgs {
   T *final_state, *dinitial;                                 // likewise, or null
   // kWidth x kWidth per chain (sub-problem and sequence) and slot: the states before each chunk
   // (and the final one), state_slots per chain; their gradients after each chunk, dstate_slots.
+  // Passed between the blocks (kChain), a forward without a backward to come and the gradients
+  // have none (null): the chain's slots carry them.
   T *states, *dstates;
   int64_t state_slots, dstate_slots;
   // ScanStatePass::kKernels: each chunk's own update of the state (U) and of its gradient (W),
   // and each chunk's exp(Lv_last), exp(Lk_last) (2 kWidth), from chunk_updates for state_scan.
   T *updates, *dupdates, *decays;
-  // ScanStatePass::kChain: the launch's counters (chunk_chain.cuh); tickets null otherwise.
+  // ScanStatePass::kChain: the launch's ticket counter and chain slots (chunk_chain.cuh); null otherwise.
   ChunkChain chain;
   int64_t heads, sequences, steps, dk, dv, chunks;
   int key_tiles, value_tiles, key_mode, value_mode;
@@ -838,11 +840,10 @@ __device__ __forceinline__ void causal_parts(T (&intra)[kChannelTiles][4], T (&s
 // makes a round trip through memory. Unlike a kernel walking the chunks (above), the chunk's decay
 // factors and its products stay off the sequential path.
 //
-// Where the states go (slots of kWidth x kWidth per chain): the forward stores the state before
-// every chunk n in slot n and the final one in slot chunks, when the backward is to read them
-// (state_slots = chunks + 1); else it passes them through a ring of two slots, as the backward does
-// the gradients (the gradient after chunk n in slot n % 2). Two are enough: the block that
-// overwrites a slot waits for the publication of the block that read it, which read it first.
+// Where the states go: from block to block through one slot of tagged words per chain
+// (chunk_chain.cuh), and, when the backward is to read them, into the kept states as well (the
+// state before every chunk n in slot n, the final one in slot chunks: state_slots = chunks + 1).
+// The gradients go through the ring alone.
 
 // This warp's part of the chunk's own update of the state, sum over positions s of rows[s][j]
 // cols[s][i] (rows j: value channels, columns i: key channels; kStateRows groups of 16 rows, the
@@ -918,47 +919,59 @@ __device__ __forceinline__ void store_chain_end(const ScanArgs<T>& a, const Plac
   if (T* last = whole_state_at(end, a, p, j, i + 1)) *last = x.y;
 }
 
+// The words of a chain's slot: kWidth x kWidth elements, sizeof(T) / 4 tagged words each.
+template <class T>
+constexpr int64_t kChainSlotWords = static_cast<int64_t>(kWidth) * kWidth * (sizeof(T) / 4);
+template <class T>
+__device__ __forceinline__ TaggedWord* chain_slot_at(const ScanArgs<T>& a, const Place& p, int j, int i) {
+  return a.chain.slots + p.chain * kChainSlotWords<T> + (j * kWidth + i) * (sizeof(T) / 4);
+}
+
 // The block's link of the chain, forward (the states) or backward (their gradients), with `update`
-// the warp's part of U_n or W_n (chunk_update): waits for the chain to reach the chunk, reads what
-// comes into it (the state before it, or the gradient after it: s0 or dfinal at the chain's start,
-// zeros without them), leaves that in `tile` (rows of kPitch; null: not wanted), and stores what
-// goes out of it, x * ev * ek + update, for the next block (and into final_state or dinitial at the
-// chain's end). The forward also stores the state before the first chunk, for the backward. Every
-// thread of the block calls it. This is the sequential path of the whole pass, so a thread asks
-// for all its elements (pairs of neighbours, as the accumulator holds them) before it uses any:
-// one trip to L2, not one per element.
+// the warp's part of U_n or W_n (chunk_update): waits for what comes into the chunk (the state
+// before it, or the gradient after it: s0 or dfinal at the chain's start, zeros without them),
+// leaves that in `tile` (rows of kPitch; null: not wanted) and, forward, in the kept states when
+// there are any (a.states: slot n, and the final state in slot chunks), and stores what goes out
+// of it, x * ev * ek + update, tagged for the next block (or into final_state or dinitial at the
+// chain's end). Every thread of the block calls it; each thread waits only for its own elements
+// (chunk_chain.cuh: tagged words), and the block meets at one barrier at the end when it fills `tile`.
 template <bool kBackward, class T>
 __device__ void pass_state(const StateUpdate<T>& update, T* tile, const ChunkTiles<T>& s, const ScanArgs<T>& a,
                            const Place& p) {
   using G = Geometry<T>;
   using Pair = StatePair<T>;
-  constexpr int P = G::kPitch, R = G::kStateRows;
-  const int64_t step = links_before(p.index, a.chunks, kBackward);  // chain_order.h
-  const int64_t slots = kBackward ? a.dstate_slots : a.state_slots;
-  // In: the state before chunk n, or the gradient after it. Out: the state before chunk n + 1, or
-  // the gradient after chunk n - 1.
-  T* in = state_tile(kBackward ? a.dstates : a.states, p, slots, slot_in(p.index, slots));
-  T* out = state_tile(kBackward ? a.dstates : a.states, p, slots, slot_out(p.index, slots, kBackward));
-  int* published = a.chain.published + p.chain;
+  constexpr int P = G::kPitch, R = G::kStateRows, kPairs = R * kChannelTiles * 2;
+  const int64_t position = links_before(p.index, a.chunks, kBackward);  // chain_order.h
+  T* kept = !kBackward && a.states != nullptr ? state_tile(a.states, p, a.state_slots, p.index) : nullptr;
   Pair x[R][kChannelTiles][2];
-  wait_until_published(published, static_cast<int>(step));
-  for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
-    if (step > 0) {
-      x[g][n][half] = __ldcg(reinterpret_cast<const Pair*>(in + j * kWidth + i));
-    } else {  // the chain's start
-      x[g][n][half] = chain_start_pair<kBackward>(a, p, j, i);
-      if (!kBackward) reinterpret_cast<Pair*>(in + j * kWidth + i)[0] = x[g][n][half];
-    }
-  });
+  if (position > 0) {
+    TaggedPair<T> in[kPairs];
+    TaggedWord* at[kPairs];
+    for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
+      at[(g * kChannelTiles + n) * 2 + half] = chain_slot_at(a, p, j, i);
+    });
+    take_tagged(in, [&](int k) { return at[k]; }, link_tag(position));
+    for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
+      in[(g * kChannelTiles + n) * 2 + half].values(x[g][n][half].x, x[g][n][half].y);
+    });
+  } else {  // the chain's start
+    for_each_state_pair<T>(
+        [&](int g, int n, int half, int j, int i) { x[g][n][half] = chain_start_pair<kBackward>(a, p, j, i); });
+  }
   for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
     const Pair& v = x[g][n][half];
     if (tile != nullptr) tile[j * P + i] = v.x, tile[j * P + i + 1] = v.y;
+    if (kept != nullptr) reinterpret_cast<Pair*>(kept + j * kWidth + i)[0] = v;
     const Pair next = chain_step(v, s.value_last[j], s.key_last[i], s.key_last[i + 1], update[g][n][2 * half],
                                  update[g][n][2 * half + 1]);
-    reinterpret_cast<Pair*>(out + j * kWidth + i)[0] = next;
-    if (step + 1 == a.chunks) store_chain_end<kBackward>(a, p, j, i, next);
+    if (position + 1 < a.chunks) {
+      TaggedPair<T>::store(chain_slot_at(a, p, j, i), next.x, next.y, link_tag(position + 1));
+    } else {
+      store_chain_end<kBackward>(a, p, j, i, next);
+      if (kept != nullptr) reinterpret_cast<Pair*>(kept + kWidth * kWidth + j * kWidth + i)[0] = next;
+    }
   });
-  publish(published, static_cast<int>(step + 1));
+  if (tile != nullptr) __syncthreads();
 }
 
 // ---- chunk_output ----------------------------------------------------------------------------
@@ -1445,15 +1458,17 @@ void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states
                 op, a, half, int64_t{0});
 }
 
-// ScanStatePass::kChain: the counters of one per-chunk launch's chain (chunk_chain.cuh), zeroed on
-// the stream before it; handed back when the returned buffer goes, which is safe once the launch
-// is queued.
+// ScanStatePass::kChain: one per-chunk launch's ticket counter and its chains' slots of tagged
+// words (chunk_chain.cuh), zeroed on the stream before it (tag 0: nothing written); handed back when
+// the returned buffer goes, which is safe once the launch is queued.
 template <class T>
 std::unique_ptr<DeviceBuffer> start_chain(ScanArgs<T>& a, int device, cudaStream_t stream, const char* op) {
-  const size_t bytes = sizeof(int) * static_cast<size_t>(1 + sub_problems(a) * a.sequences);
+  const size_t words = static_cast<size_t>(sub_problems(a) * a.sequences * kChainSlotWords<T>);
+  const size_t bytes = sizeof(TaggedWord) * (words + 1);
   auto counters = std::make_unique<DeviceBuffer>(bytes, device);
   LINEA_CUDA_CHECK(cudaMemsetAsync(counters->as<void>(), 0, bytes, stream), op);
-  a.chain = {counters->as<unsigned>(), counters->as<int>() + 1};
+  TaggedWord* slots = counters->as<TaggedWord>();
+  a.chain = {reinterpret_cast<unsigned*>(slots + words), slots};
   return counters;
 }
 
@@ -1505,12 +1520,12 @@ void forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state
   if (a.chunks == 0) return pass_through(a.final_state, a.s0, a, stream, "gated_scan");
   const bool chained = passes_along_chain(a, device);
   // The states: the kept tensor for the backward, else scratch handed back on return; passed
-  // between the blocks, only a ring of two slots per chain (pass_state).
+  // between the blocks, none but the chain's slots (pass_state).
   std::unique_ptr<DeviceBuffer> scratch;
-  a.state_slots = kept != nullptr || !chained ? a.chunks + 1 : 2;
+  a.state_slots = a.chunks + 1;
   if (kept != nullptr) {
     a.states = kept->data<T>();
-  } else {
+  } else if (!chained) {
     scratch = states_buffer(a, a.state_slots, device);
     a.states = scratch->as<T>();
   }
@@ -1537,11 +1552,12 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   if (a.chunks == 0) return pass_through(a.dinitial, a.dfinal, a, stream, "gated_scan_backward");
   const bool chained = passes_along_chain(a, device);
   a.state_slots = a.chunks + 1;
-  a.dstate_slots = chained ? 2 : a.chunks;  // passed between the blocks: a ring (pass_state)
+  a.dstate_slots = a.chunks;
   const std::unique_ptr<DeviceBuffer> states = kept.defined() ? nullptr : states_buffer(a, a.state_slots, device);
-  const std::unique_ptr<DeviceBuffer> dstates = states_buffer(a, a.dstate_slots, device);
+  // Passed between the blocks, the gradients go through the chain's slots alone (pass_state).
+  const std::unique_ptr<DeviceBuffer> dstates = chained ? nullptr : states_buffer(a, a.dstate_slots, device);
   a.states = kept.defined() ? const_cast<T*>(kept.data<T>()) : states->as<T>();
-  a.dstates = dstates->as<T>();
+  a.dstates = chained ? nullptr : dstates->as<T>();
   // Without kept states: the forward's again, with the state pass the gradients' pass takes.
   if (!chained) compute_states<T, kProducts, true>(a, device, stream, kept.defined());
   else if (!kept.defined()) run_chunk_output<T, kProducts>(a, true, device, stream);  // no a.out: the states alone

@@ -1,10 +1,11 @@
 // The order in which the chunked scan's blocks pass the state along (cuda/kernels/chain_order.h),
 // run on the host as the GPU runs it: blocks start in ticket order while there is room for them
-// (a GPU holds only so many at once), and their steps (wait for the links before theirs, read what
-// comes in, write what goes out, publish) interleave with the other blocks' at random. Every run
-// ends (no block waits for one that cannot start), every block reads the value its chain's
-// sequential scan has there, and no slot of a ring is overwritten before it is read. Two wrong
-// orders show that the simulation catches what it checks. Runs without a GPU.
+// (a GPU holds only so many at once), and their steps (wait until the chain's slot carries the tag
+// of their link, read what comes in, write what goes out with the next tag) interleave with the
+// other blocks' at random. Every run ends (no block waits for one that cannot start), every block
+// reads the value its chain's sequential scan has there, and no value is overwritten before it is
+// read. Two wrong protocols show that the simulation catches what it checks. Runs without a GPU.
+// (One thread's words stand for the block's: each thread of a block reads and writes its own.)
 #include "cuda/kernels/chain_order.h"
 
 #include <algorithm>
@@ -19,10 +20,10 @@ namespace linea::cuda::chunked {
 namespace {
 
 using Order = std::function<ChainPlace(int64_t ticket)>;
-using Links = std::function<int64_t(int64_t chunk, int64_t chunks, bool backward)>;
+using Tags = std::function<uint32_t(int64_t position)>;
 
 struct ChainRun {
-  int64_t chains, chunks, slots, resident;
+  int64_t chains, chunks, resident;
   bool backward;
 };
 
@@ -91,25 +92,28 @@ struct Block {
   return ::testing::AssertionSuccess();
 }
 
-// Runs the protocol once with the given order of tickets and count of the links a block waits for;
-// the failure says what went wrong. Phases: 0 waits, 1 reads, 2 writes, 3 publishes.
-::testing::AssertionResult simulate(const ChainRun& r, const Order& order, uint64_t seed,
-                                    const Links& links = links_before) {
+// Runs the protocol once with the given order of tickets and tag a block waits for; the failure
+// says what went wrong. Phases: 0 waits for the tag and reads, 1 writes.
+::testing::AssertionResult simulate(const ChainRun& r, const Order& order, uint64_t seed, const Tags& tag = link_tag) {
   std::mt19937_64 gen(seed);
   const ChainInputs x = draw_chains(r, gen);
-  std::vector<std::vector<double>> slot(r.chains, std::vector<double>(r.slots, 0.0));
-  std::vector<std::vector<bool>> unread(r.chains, std::vector<bool>(r.slots, false));
-  std::vector<int64_t> published(r.chains, 0);
+  struct Slot {
+    double value = 0.0;
+    uint32_t tag = 0;  // zeroed before the launch
+    bool unread = false;
+  };
+  std::vector<Slot> slot(r.chains);
+  auto position_of = [&](const Block& k) { return links_before(k.place.chunk, r.chunks, r.backward); };
   auto can_go = [&](const Block& k) {
-    return k.phase > 0 || published[k.place.chain] >= links(k.place.chunk, r.chunks, r.backward);
+    return k.phase > 0 || position_of(k) == 0 || slot[k.place.chain].tag == tag(position_of(k));
   };
   auto step = [&](Block& k, std::string& failure) {
-    const int64_t c = k.place.chain, n = k.place.chunk, position = links_before(n, r.chunks, r.backward);
-    const int64_t in = slot_in(n, r.slots), out = slot_out(n, r.slots, r.backward);
-    if (k.phase == 1) {
+    const int64_t c = k.place.chain, n = k.place.chunk, position = position_of(k);
+    Slot& at = slot[c];
+    if (k.phase == 0) {
       if (position > 0) {
-        k.in = slot[c][in];
-        unread[c][in] = false;
+        k.in = at.value;
+        at.unread = false;
       } else {
         k.in = x.start[c];
       }
@@ -118,20 +122,16 @@ struct Block {
                   ", expected " + std::to_string(x.expected[c][n]);
         return false;
       }
-    } else if (k.phase == 2) {
-      if (unread[c][out]) {
-        failure = "chain " + std::to_string(c) + " chunk " + std::to_string(n) + " overwrote slot " +
-                  std::to_string(out) + " before it was read";
+    } else if (position + 1 < r.chunks) {  // the chain's last value goes out of the chain
+      if (at.unread) {
+        failure = "chain " + std::to_string(c) + " chunk " + std::to_string(n) + " overwrote a value not yet read";
         return false;
       }
-      slot[c][out] = x.decay[c][n] * k.in + x.update[c][n];
-      unread[c][out] = position + 1 < r.chunks;  // the chain's last value goes out of the chain, unread
-    } else if (k.phase == 3) {
-      published[c] = position + 1;
+      at = {x.decay[c][n] * k.in + x.update[c][n], link_tag(position + 1), true};
     }
     return true;
   };
-  return run_blocks(r, order, gen, 4, can_go, step);
+  return run_blocks(r, order, gen, 2, can_go, step);
 }
 
 Order tickets(const ChainRun& r) {
@@ -143,22 +143,19 @@ TEST(ChainOrder, EveryRunEndsAndReadsTheSequentialScan) {
   for (const bool backward : {false, true})
     for (const int64_t chains : {1, 3, 8})
       for (const int64_t chunks : {1, 2, 7, 40})
-        for (const int64_t resident : {1, 2, 5, 64})
-          for (const int64_t slots : {int64_t{2}, chunks + 1}) {
-            if (backward && slots != 2) continue;  // the gradients go through the ring only
-            const ChainRun r{chains, chunks, slots, resident, backward};
-            for (int repeat = 0; repeat < 20; ++repeat)
-              EXPECT_TRUE(simulate(r, tickets(r), seed++))
-                  << (backward ? "backward" : "forward") << " chains=" << chains << " chunks=" << chunks
-                  << " slots=" << slots << " resident=" << resident;
-          }
+        for (const int64_t resident : {1, 2, 5, 64}) {
+          const ChainRun r{chains, chunks, resident, backward};
+          for (int repeat = 0; repeat < 40; ++repeat)
+            EXPECT_TRUE(simulate(r, tickets(r), seed++)) << (backward ? "backward" : "forward") << " chains=" << chains
+                                                         << " chunks=" << chunks << " resident=" << resident;
+        }
 }
 
 // Blocks taking their chunks in blockIdx order (a chain's chunks one after another, the first
 // chunk first): backward, a chain's first link is its last chunk, and with fewer blocks resident
 // than chunks the blocks that started wait for one that cannot start.
 TEST(ChainOrder, BlockIndexOrderDeadlocksBackward) {
-  const ChainRun r{2, 8, 2, 4, true};
+  const ChainRun r{2, 8, 4, true};
   const ::testing::AssertionResult result = simulate(
       r,
       [&](int64_t t) {
@@ -169,26 +166,25 @@ TEST(ChainOrder, BlockIndexOrderDeadlocksBackward) {
   EXPECT_NE(std::string(result.message()).find("deadlock"), std::string::npos) << result.message();
 }
 
-// A block that waits for one link fewer than it should reads before its predecessor wrote (or
-// overwrites a slot not yet read) in some interleaving.
-TEST(ChainOrder, WaitingForTooFewLinksIsCaught) {
+// A block that takes the tag of the link before its own reads a value that is not yet its chunk's
+// in some interleaving (at the chain's second link, the zeroed slot).
+TEST(ChainOrder, TakingTheTagOfTheLinkBeforeIsCaught) {
   for (const bool backward : {false, true}) {
-    const ChainRun r{2, 6, 2, 4, backward};
-    const Links too_few = [](int64_t chunk, int64_t chunks, bool back) {
-      return std::max<int64_t>(0, links_before(chunk, chunks, back) - 1);
-    };
+    const ChainRun r{2, 6, 4, backward};
+    const Tags one_before = [](int64_t position) { return link_tag(position - 1); };
     bool caught = false;
-    for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate(r, tickets(r), seed, too_few);
+    for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate(r, tickets(r), seed, one_before);
     EXPECT_TRUE(caught) << (backward ? "backward" : "forward");
   }
 }
 
-// The automatic choice follows the measurements behind it (chain_order.h): on 132 SMs the kernels
-// for 8 and 16 chains, the chain from 32 on; and more chains, or fewer SMs, never turn it back.
-TEST(ChainOrder, TheChainIsChosenWhenItsChainsFillTheGpu) {
-  EXPECT_FALSE(chain_pays(8, 132));
-  EXPECT_FALSE(chain_pays(16, 132));
-  EXPECT_TRUE(chain_pays(32, 132));
+// The automatic choice follows the measurements behind it (chain_order.h): on 132 SMs the chain
+// from 8 chains on, the kernels below; and more chains, or fewer SMs, never turn it back.
+TEST(ChainOrder, TheChainIsChosenFromTheFewestChainsMeasured) {
+  EXPECT_FALSE(chain_pays(1, 132));
+  EXPECT_FALSE(chain_pays(7, 132));
+  EXPECT_TRUE(chain_pays(8, 132));
+  EXPECT_TRUE(chain_pays(16, 132));
   EXPECT_TRUE(chain_pays(64, 132));
   for (const int64_t sms : {1, 24, 108, 132, 144})
     for (int64_t chains = 1; chains < 512; ++chains) {
