@@ -23,10 +23,10 @@
 // so a word with the right tag holds the right piece. No block-wide flag, barrier or fence is on
 // the path: a flag written after the value needs a fence between the two (the value must be
 // visible before the flag is), and that fence, with the barrier gathering the block's writes before
-// it, idled the SM for about a microsecond a link (H200: 0.41 ms of a 5.07 ms forward + backward at
-// B=8, H=8, T=16k went to the links' memory traffic and ordering, 0.06 ms to waiting;
-// docs/benchmarks.md). CUB's single-pass prefix scan packs its partial sums with their status the
-// same way.
+// it, sat on every block's path. Measured on an H200 (B=8, H=8, T=16k, docs/benchmarks.md): with a
+// flag, the links' memory traffic and ordering took 0.42 ms of a 5.07 ms forward + backward and
+// waiting 0.05; in tagged words the whole takes 4.97 ms, and with 8 chains 0.75 against 1.29.
+// CUB's single-pass prefix scan packs its partial sums with their status the same way.
 //
 // What a thread reads and writes are relaxed accesses at GPU scope: they go to L2 (the SM's L1 is
 // not kept coherent with other SMs' writes). One slot per chain is enough: a thread reads its words
