@@ -29,7 +29,7 @@ if [ -z "$NO_TESTS" ]; then
   timeout ${TEST_TIMEOUT:-300} ./build-gpu/tests/linea_tests --gtest_filter='CudaGatedScan*:CliBenchScan*' \
     > $OUT/scan_tests.log 2>&1
   echo "scan tests rc=$? after $(( $(date +%s) - start )) s"
-  grep -E "^\[  (FAILED|PASSED) \]|tests? from .* ran|Failure" $OUT/scan_tests.log | head -30
+  grep -E "^\[  (FAILED|PASSED)  \]|tests? from .* ran|Failure" $OUT/scan_tests.log | head -30
   grep "\[tf32\]" $OUT/scan_tests.log | grep "state chain" | head -12
 fi
 wait
