@@ -34,11 +34,6 @@ constexpr int64_t links_before(int64_t chunk, int64_t chunks, bool backward) {
 // The tag of the value coming into chain position m >= 1 (the slots start zeroed: tag 0 is no value).
 constexpr uint32_t link_tag(int64_t position) { return static_cast<uint32_t>(position); }
 
-// The chunk at a chain position (links_before's inverse).
-constexpr int64_t chunk_at(int64_t position, int64_t chunks, bool backward) {
-  return backward ? chunks - 1 - position : position;
-}
-
 // Whether a launch of `chains` chains on `sms` SMs (one per-chunk block an SM) should pass the
 // state along the chain (ScanStatePass::kAuto). A chain's links follow one another, each about a
 // microsecond (the tagged state's trip through L2), so a launch takes at least chunks x that,

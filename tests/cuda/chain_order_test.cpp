@@ -43,7 +43,7 @@ ChainInputs draw_chains(const ChainRun& r, std::mt19937_64& gen) {
     for (int64_t n = 0; n < r.chunks; ++n) x.decay[c][n] = draw(gen), x.update[c][n] = draw(gen);
     double value = x.start[c];
     for (int64_t m = 0; m < r.chunks; ++m) {
-      const int64_t n = chunk_at(m, r.chunks, r.backward);
+      const int64_t n = links_before(m, r.chunks, r.backward);  // its own inverse: the chunk at position m
       x.expected[c][n] = value;
       value = x.decay[c][n] * value + x.update[c][n];
     }
