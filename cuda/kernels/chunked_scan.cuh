@@ -38,9 +38,14 @@
 // (chunked_scan_kernels.cuh explains).
 //
 // Products are computed by warp_product in one of three ways (Products, chunked_scan.h) with one
-// accumulator layout: on the tensor cores (mma.sync, operands rounded to TF32 or to bfloat16 as
-// they are loaded, float32 accumulation), or exactly (fused multiply-adds in the element type, for
-// float32 with TF32 off and for float64).
+// accumulator layout: on the tensor cores (mma.sync, float32 accumulation, operands rounded to
+// TF32 or to bfloat16), or exactly (fused multiply-adds in the element type, for float32 with TF32
+// off and for float64). TF32 operands come rounded (product_operand): the tiles the products read
+// are rounded once, as they are written, and an operand computed on the way (a tile element times
+// a decay factor) is rounded where it is computed. Rounding every fragment as it was loaded cost
+// two instructions an element at each of its loads: rounded once, forward+backward takes 3-4%
+// less time at T = 16k on an H200 (with no rounding at all, as a bound, 7% less; docs/benchmarks.md).
+// bfloat16 operands are rounded as the fragments are packed, from float32 tiles.
 #include <cstdint>
 #include <type_traits>
 
@@ -132,6 +137,14 @@ struct Side {
   }
 };
 
+// x as the products take it from a shared tile or an operand function: rounded to TF32 (to nearest)
+// when they run on the TF32 tensor cores, as it is otherwise.
+template <Products kProducts, class T>
+__device__ __forceinline__ T product_operand(T x) {
+  if constexpr (kProducts == Products::kTF32) return to_tf32(x);
+  else return x;
+}
+
 template <int NT, class T>
 __device__ __forceinline__ void zero(T (&acc)[NT][4]) {
 #pragma unroll
@@ -140,7 +153,8 @@ __device__ __forceinline__ void zero(T (&acc)[NT][4]) {
 
 // acc (the warp's 16 rows x its NT tiles of a result's columns, accumulator layout) += A B over k
 // in [0, K) (K a multiple of 16), for its tiles n in [n_lo, n_hi) (warp-uniform bounds). A and B
-// are given elementwise: a(row, k) with row 0..15, b(k, column).
+// are given elementwise: a(row, k) with row 0..15, b(k, column); for TF32, already rounded
+// (product_operand).
 // kPairedK (TF32): lane t's two k-slots of an mma take k = 2t and 2t + 1 rather than t and t + 4
 // (any numbering of the contraction gives the same sum). For operands whose k runs down the rows
 // of a shared tile with rows of 4 mod 32 words, lanes then read 8 different rows 2t, 2t + 1 and 8
@@ -156,13 +170,13 @@ __device__ __forceinline__ void warp_product(T (&acc)[NT][4], int K, const Colum
     const int k_first = kPairedK ? 2 * l.t : l.t, k_second = kPairedK ? 2 * l.t + 1 : l.t + 4;
 #pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += 8) {
-      const float af[4] = {to_tf32(a(l.g, k0 + k_first)), to_tf32(a(l.g + 8, k0 + k_first)),
-                           to_tf32(a(l.g, k0 + k_second)), to_tf32(a(l.g + 8, k0 + k_second))};
+      const float af[4] = {a(l.g, k0 + k_first), a(l.g + 8, k0 + k_first), a(l.g, k0 + k_second),
+                           a(l.g + 8, k0 + k_second)};
 #pragma unroll
       for (int n = 0; n < NT; ++n)
         if (n >= n_lo && n < n_hi) {
           const int col = cols.first + cols.step * n + l.g;
-          mma_tf32(acc[n], af, to_tf32(b(k0 + k_first, col)), to_tf32(b(k0 + k_second, col)));
+          mma_tf32(acc[n], af, b(k0 + k_first, col), b(k0 + k_second, col));
         }
     }
   } else if constexpr (kProducts == Products::kBF16) {
@@ -212,7 +226,8 @@ __device__ __forceinline__ T decayed_dot(const T* X, const T* Y, const Side<T>& 
 // A stripe of a causal score matrix, written to `stripe` (16 x kStripePitch, the rows of stripe a)
 // with the s = t terms in diag[0..15], by the stripe's warps (each its tiles; a block-wide barrier
 // before, so that the previous stripe is read, and after, so that the whole stripe is written):
-//   rows t = 16 a + r, stripe[r][s] = S[t][s] for s < t, 0 for s >= t,
+//   rows t = 16 a + r, stripe[r][s] = S[t][s] for s < t, 0 for s >= t (as the products take it:
+//   product_operand),
 //   S[t][s] = sum_c X[t][c] Y[s][c] exp(L_t,c - L_s,c).
 // The block's stripes lie one after another, so once every stripe is written they hold the whole
 // matrix, rows t at stripes + t kStripePitch; the anti-causal products read it transposed
@@ -240,8 +255,10 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
       const double* L = side.log;
       warp_product<kProducts>(
           acc, kWidth, cols, off.lo, off.hi,
-          [&](int r, int c) { return X[(r0 + r) * P + c] * exp_to<T>(L[(r0 + r) * LP + c] - ref[c]); },
-          [&](int c, int s) { return Y[s * P + c] * exp_to<T>(ref[c] - L[s * LP + c]); });
+          [&](int r, int c) {
+            return product_operand<kProducts>(X[(r0 + r) * P + c] * exp_to<T>(L[(r0 + r) * LP + c] - ref[c]));
+          },
+          [&](int c, int s) { return product_operand<kProducts>(Y[s * P + c] * exp_to<T>(ref[c] - L[s * LP + c])); });
     }
     // The diagonal sub-block, elementwise.
 #pragma unroll
@@ -271,7 +288,8 @@ __device__ void score_stripe(T* stripe, T* diag, const T* X, const T* Y, const S
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) stripe[fragment_row(l, e) * G::kStripePitch + cols.of(l, n, e)] = acc[n][e];
+    for (int e = 0; e < 4; ++e)
+      stripe[fragment_row(l, e) * G::kStripePitch + cols.of(l, n, e)] = product_operand<kProducts>(acc[n][e]);
   __syncthreads();
 }
 
@@ -302,7 +320,7 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, con
           const int p = k_begin + k, row = r0 + r;
           const T s = score(r, p);
           if (!scalar || s == T(0)) return s;
-          return kCausal ? s * exp_to<T>(L[row] - L[p]) : s * exp_to<T>(L[p] - L[row]);
+          return product_operand<kProducts>(kCausal ? s * exp_to<T>(L[row] - L[p]) : s * exp_to<T>(L[p] - L[row]));
         },
         [&](int k, int c) { return Y[(k_begin + k) * P + c]; });
     return;
@@ -319,7 +337,8 @@ __device__ void decayed_product(T (&out)[kChannelTiles][4], const T* scores, con
         tmp, off_end - off_begin, cols, 0, kChannelTiles, [&](int r, int k) { return score(r, off_begin + k); },
         [&](int k, int c) {
           const int p = off_begin + k;
-          return Y[p * P + c] * exp_to<T>(kCausal ? ref[c] - L[p * LP + c] : L[p * LP + c] - ref[c]);
+          return product_operand<kProducts>(Y[p * P + c] *
+                                            exp_to<T>(kCausal ? ref[c] - L[p * LP + c] : L[p * LP + c] - ref[c]));
         });
 #pragma unroll
     for (int n = 0; n < kChannelTiles; ++n)

@@ -67,14 +67,14 @@
 // chunked_scan.cuh, where no factor exceeds 1.
 //
 // ---- Precision. On the tensor cores (float32 while TF32 is on) every product's operands are
-// rounded to TF32 and summed in float32 (for a bfloat16 scan, rounded to bfloat16 for the m16n8k16
-// products, from float32 tiles: the tiles, sums and states are float32 either way; its bfloat16
-// q, k, v, dout are widened into the tiles as they are loaded and o, dq, dk, dv rounded once as
-// they are stored, Operand); with TF32 off the same kernels run exact float32 fused multiply-adds,
-// and float64 always does. States are float32 (float64) throughout. Log decays are
-// summed per chunk in double, each step floored where its exponential is 0 in the element type (a
-// closed gate gives exactly 0 as it does step by step); every factor is exp of a double, accurate to
-// the element type (chunked_scan.cuh: exp_to).
+// rounded to TF32 (once, as the tiles are written: chunked_scan.cuh, product_operand) and summed in
+// float32 (for a bfloat16 scan, rounded to bfloat16 for the m16n8k16 products, from float32 tiles:
+// the tiles, sums and states are float32 either way; its bfloat16 q, k, v, dout are widened into
+// the tiles as they are loaded and o, dq, dk, dv rounded once as they are stored, Operand); with
+// TF32 off the same kernels run exact float32 fused multiply-adds, and float64 always does. States
+// are float32 (float64) throughout. Log decays are summed per chunk in double, each step floored
+// where its exponential is 0 in the element type (a closed gate gives exactly 0 as it does step by
+// step); every factor is exp of a double, accurate to the element type (chunked_scan.cuh: exp_to).
 //
 // ---- Memory. When a backward is to come, the forward keeps the states it computed (the state
 // before every chunk and the final one: 64 x 64 per sub-problem, sequence and chunk, in float32
@@ -128,12 +128,21 @@ struct Operand {
   __device__ __forceinline__ int64_t offset(int64_t b, int64_t h, int64_t p, int64_t index) const {
     return index * part + b * sb + h * sh + p * st;
   }
-  // Element c of position p of (b, h), in partial sum `index`.
-  __device__ __forceinline__ void store(int64_t b, int64_t h, int64_t p, int64_t index, int64_t c,
-                                        std::remove_const_t<T> x) const {
-    const int64_t e = offset(b, h, p, index) + c;
+  // Element e (an offset, channel included).
+  __device__ __forceinline__ void store(int64_t e, std::remove_const_t<T> x) const {
     if (narrow != nullptr) narrow[e] = bfloat16(x);
     else ptr[e] = x;
+  }
+  // Elements e and e + 1 in one store: e even, in rows of whole vectors.
+  __device__ __forceinline__ void store_pair(int64_t e, std::remove_const_t<T> x0, std::remove_const_t<T> x1) const {
+    if (narrow != nullptr) {
+      // x0 at the lower address
+      const uint32_t bits = bfloat16(x0).bits | static_cast<uint32_t>(bfloat16(x1).bits) << 16;
+      *reinterpret_cast<uint32_t*>(narrow + e) = bits;
+    } else {
+      using Pair = std::conditional_t<std::is_same_v<std::remove_const_t<T>, float>, float2, double2>;
+      *reinterpret_cast<Pair*>(ptr + e) = Pair{x0, x1};
+    }
   }
 };
 
@@ -408,8 +417,9 @@ __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const 
 // exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] gets exp(L_last)
 // (1 without decay). `scratch` takes kThreads doubles. The raw decays must be in shared memory;
 // the tiles may still be arriving in the thread's last group of copies (cp_async_commit), which it
-// waits for once the factors are computed. Ends with a __syncthreads.
-template <class T, int kThreads, int P>
+// waits for once the factors are computed. The tiles end as the products take them
+// (product_operand). Ends with a __syncthreads.
+template <class T, Products kProducts, int kThreads, int P>
 __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last,
                              const T* raw_v, int value_mode, T* value_to_end, T* value_from_start, T* value_last,
                              double* scratch) {
@@ -426,12 +436,12 @@ __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key
   }
   cp_async_wait_all();  // the tiles (see the caller)
   __syncthreads();
-  if (x.mode != kNoDecay) {
+  if (x.mode != kNoDecay || kProducts == Products::kTF32) {
 #pragma unroll
     for (int i = 0; i < S::kRows; ++i) {
       const int e = (x.t0 + i) * P + x.c;
-      if (to_end != nullptr) to_end[e] *= end_factor[i];
-      if (from_start != nullptr) from_start[e] *= start_factor[i];
+      if (to_end != nullptr) to_end[e] = product_operand<kProducts>(to_end[e] * end_factor[i]);
+      if (from_start != nullptr) from_start[e] = product_operand<kProducts>(from_start[e] * start_factor[i]);
     }
   }
   __syncthreads();
@@ -478,7 +488,7 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
   if constexpr (std::is_same_v<T, float>) {
     k_piece.land(sk), v_piece.land(sv), q_piece.land(sq), do_piece.land(sdo);
   }
-  apply_decays<T, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, sgv,
+  apply_decays<T, kProducts, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, sgv,
                         a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last, scratch);
 
   const int w = threadIdx.x / 32, row0 = kSub * (w / kSplit);
@@ -656,6 +666,23 @@ struct Scaling {
   }
 };
 
+// The state tiles prepare_chunk loaded (h, and dh' in the backward, unless the chain hands them
+// over: pass_state), rounded in place as the products take them. Their copies must have landed.
+template <Products kProducts, bool kChained, class T>
+__device__ __forceinline__ void round_state_tiles(const ChunkTiles<T>& s, bool backward) {
+  if constexpr (kProducts == Products::kTF32) {
+    constexpr int P = Geometry<T>::kPitch;
+    auto round_tile = [](T* tile) {
+      for (int e = threadIdx.x; e < kWidth * kWidth; e += Geometry<T>::kThreads) {
+        T& x = tile[e / kWidth * P + e % kWidth];
+        x = product_operand<kProducts>(x);
+      }
+    };
+    if (backward || !kChained) round_tile(s.h);
+    if (backward && !kChained) round_tile(s.dh);
+  }
+}
+
 // Loads what the per-chunk kernels read (q, k and the key side's decays over the key tile; v, and
 // in the backward dout, and the value side's decays over the value tile; the state before the
 // chunk and in the backward dh', except what pass_state hands over), sums the decays, and decides
@@ -665,9 +692,10 @@ struct Scaling {
 // (chunk_update) in place: the forward's U multiplies k and v decayed to the chunk's end, which go
 // to the w and z tiles (the raw decays' place, free once they are summed); the backward's W
 // multiplies q and dout decayed from the chunk's start, which a mild chunk's factored q+ and do+
-// are, and which go to w and z in any other chunk. A side without decay leaves its tile as it is.
+// are, and which go to w and z in any other chunk. A side without decay leaves its tile as it is,
+// but for the rounding: every tile the products read ends as they take it (product_operand).
 // Ends with a __syncthreads.
-template <bool kChained, class T>
+template <Products kProducts, bool kChained, class T>
 __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads;
@@ -708,6 +736,11 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   T update_factor[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) update_factor[i] = own_tile ? exp_to<T>(backward ? x.L[i] : x.total - x.L[i]) : T(1);
+  constexpr bool kRound = kProducts == Products::kTF32;
+  // The thread's elements of its side's tiles (two forward and backward, q and k or v and dout;
+  // v alone forward), scaled (by 1 without decay) and rounded as the products take them.
+  T* first = x.key_side ? s.q : s.v;
+  T* second = x.key_side ? s.k : (backward ? s.dout : nullptr);
   if (!mild) {
     double* L = x.key_side ? s.Lk : s.Lv;
 #pragma unroll
@@ -717,14 +750,17 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     }
     cp_async_wait_all();
     __syncthreads();
-    if constexpr (kChained) {
-      if (own_tile) {
+    if (kChained || kRound) {
 #pragma unroll
-        for (int i = 0; i < R; ++i) {
-          const int e = (x.t0 + i) * P + x.c;
-          update_operand[e] = update_source[e] * update_factor[i];
+      for (int i = 0; i < R; ++i) {
+        const int e = (x.t0 + i) * P + x.c;
+        if (kChained && own_tile) update_operand[e] = product_operand<kProducts>(update_source[e] * update_factor[i]);
+        if (kRound) {
+          first[e] = product_operand<kProducts>(first[e]);
+          if (second != nullptr) second[e] = product_operand<kProducts>(second[e]);
         }
       }
+      round_state_tiles<kProducts, kChained>(s, backward);
       __syncthreads();
     }
     return false;
@@ -743,20 +779,18 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   }
   cp_async_wait_all();
   __syncthreads();
-  if (x.mode != kNoDecay) {
+  if (x.mode != kNoDecay || kRound) {
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       const int e = (x.t0 + i) * P + x.c;
-      if (own_tile) update_operand[e] = update_source[e] * update_factor[i];  // before its tile is factored
-      if (x.key_side) {
-        s.q[e] *= up[i];
-        s.k[e] *= down[i];
-      } else {
-        s.v[e] *= down[i];
-        if (backward) s.dout[e] *= up[i];
-      }
+      if (own_tile)  // before its tile is factored
+        update_operand[e] = product_operand<kProducts>(update_source[e] * update_factor[i]);
+      // q+ = q up, k- = k down; v- = v down, do+ = do up.
+      first[e] = product_operand<kProducts>(first[e] * (x.key_side ? up[i] : down[i]));
+      if (second != nullptr) second[e] = product_operand<kProducts>(second[e] * (x.key_side ? down[i] : up[i]));
     }
   }
+  round_state_tiles<kProducts, kChained>(s, backward);
   __syncthreads();
   return true;
 }
@@ -774,15 +808,35 @@ __device__ __forceinline__ void for_each_element(const WarpPart& w, const F& f) 
 }
 
 // Writes the warp's part of a 64-channel result to an output (partial sum `part`), skipping
-// positions past the sequence and channels past `width`.
+// positions past the sequence and channels past `width`. A lane holds two neighbouring channels
+// of each of its tiles in two rows (the accumulator layout): a row's offset is computed once, and
+// the neighbours go in one store where the rows allow it. (Element by element, with the offset's
+// 64-bit products at each, these stores were the largest straight run of code in chunk_gradient
+// after the products' loops.)
 template <class T>
 __device__ void store_rows(const T (&x)[kChannelTiles][4], const Operand<T>& out, const Place& p, int64_t part,
                            const WarpPart& w, int64_t steps, int64_t c0, int64_t width) {
   if (!out.present()) return;
+  const FragmentLane l = fragment_lane();
+  const Columns cols = channel_columns(w);
   const int64_t p0 = p.index * Geometry<T>::kChunk;
-  for_each_element(w, [&](int n, int e, int t, int c) {
-    if (p0 + t < steps && c0 + c < width) out.store(p.b, p.h, p0 + t, part, c0 + c, x[n][e]);
-  });
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t position = p0 + w.r0() + l.g + 8 * half;
+    if (position >= steps) continue;
+    const int64_t row = out.offset(p.b, p.h, position, part) + c0;
+#pragma unroll
+    for (int n = 0; n < kChannelTiles; ++n) {
+      const int c = cols.of(l, n, 0);  // even
+      const T x0 = x[n][2 * half], x1 = x[n][2 * half + 1];
+      if (out.vectors && c0 + c + 1 < width) {
+        out.store_pair(row + c, x0, x1);
+      } else {
+        if (c0 + c < width) out.store(row + c, x0);
+        if (c0 + c + 1 < width) out.store(row + c + 1, x1);
+      }
+    }
+  }
 }
 
 // The inter-chunk terms: products of rows of X, decayed, with a state tile M (rows: value channels
@@ -804,8 +858,9 @@ __device__ void through_state(T (&out)[kChannelTiles][4], const T* X, const Side
       [&](int r, int c) {
         const int t = r0 + r;
         const T x = X[t * P + c];
-        if (channel_factor != nullptr) return x * channel_factor[c];
-        return decays ? x * exp_to<T>(to_end ? side.at(last, c) - side.at(t, c) : side.at(t, c)) : x;
+        if (channel_factor != nullptr) return product_operand<kProducts>(x * channel_factor[c]);
+        if (!decays) return x;
+        return product_operand<kProducts>(x * exp_to<T>(to_end ? side.at(last, c) - side.at(t, c) : side.at(t, c)));
       },
       [&](int c, int n) { return kTransposed ? M[c * P + n] : M[n * P + c]; });
 }
@@ -930,12 +985,13 @@ __device__ __forceinline__ TaggedWord* chain_slot_at(const ScanArgs<T>& a, const
 // The block's link of the chain, forward (the states) or backward (their gradients), with `update`
 // the warp's part of U_n or W_n (chunk_update): waits for what comes into the chunk (the state
 // before it, or the gradient after it: s0 or dfinal at the chain's start, zeros without them),
-// leaves that in `tile` (rows of kPitch; null: not wanted) and, forward, in the kept states when
-// there are any (a.states: slot n, and the final state in slot chunks), and stores what goes out
-// of it, x * ev * ek + update, tagged for the next block (or into final_state or dinitial at the
-// chain's end). Every thread of the block calls it; each thread waits only for its own elements
-// (chunk_chain.cuh: tagged words), and the block meets at one barrier at the end when it fills `tile`.
-template <bool kBackward, class T>
+// leaves that in `tile` (rows of kPitch, as the products take it: product_operand; null: not
+// wanted) and, forward, in the kept states when there are any (a.states: slot n, and the final
+// state in slot chunks), and stores what goes out of it, x * ev * ek + update, tagged for the next
+// block (or into final_state or dinitial at the chain's end). Every thread of the block calls it;
+// each thread waits only for its own elements (chunk_chain.cuh: tagged words), and the block meets
+// at one barrier at the end when it fills `tile`.
+template <bool kBackward, Products kProducts, class T>
 __device__ void pass_state(const StateUpdate<T>& update, T* tile, const ChunkTiles<T>& s, const ScanArgs<T>& a,
                            const Place& p) {
   using G = Geometry<T>;
@@ -960,7 +1016,10 @@ __device__ void pass_state(const StateUpdate<T>& update, T* tile, const ChunkTil
   }
   for_each_state_pair<T>([&](int g, int n, int half, int j, int i) {
     const Pair& v = x[g][n][half];
-    if (tile != nullptr) tile[j * P + i] = v.x, tile[j * P + i + 1] = v.y;
+    if (tile != nullptr) {
+      tile[j * P + i] = product_operand<kProducts>(v.x);
+      tile[j * P + i + 1] = product_operand<kProducts>(v.y);
+    }
     if (kept != nullptr) reinterpret_cast<Pair*>(kept + j * kWidth + i)[0] = v;
     const Pair next = chain_step(v, s.value_last[j], s.key_last[i], s.key_last[i + 1], update[g][n][2 * half],
                                  update[g][n][2 * half + 1]);
@@ -993,7 +1052,7 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   if constexpr (kChained) {
     chunk_update<kProducts>(update, a.value_mode == kNoDecay ? s.v : s.z, a.key_mode == kNoDecay ? s.k : s.w, w);
     if (!a.out.present()) {  // the states alone, for a backward that computes them again
-      pass_state<false>(update, static_cast<T*>(nullptr), s, a, p);
+      pass_state<false, kProducts>(update, static_cast<T*>(nullptr), s, a, p);
       return;
     }
   }
@@ -1008,7 +1067,7 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   zero(o);
   decayed_product<kProducts, true>(o, s.stripes, s.v, value_p, w);
   // Then the part through the state h_n (from the chain, which takes h_{n+1} on to the next chunk).
-  if constexpr (kChained) pass_state<false>(update, s.h, s, a, p);
+  if constexpr (kChained) pass_state<false, kProducts>(update, s.h, s, a, p);
   zero(inter);
   through_state<kProducts, false>(inter, s.q, key_p, s.h, w, false);
   for_each_element(w, [&](int n, int e, int t, int j) {
@@ -1020,14 +1079,14 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
 
 // The start of both per-chunk kernels: the block's chunk, its tiles loaded (prepare_chunk), then
 // body(tiles, place, way) with the chunk's way as a type: std::true_type for a mild chunk.
-template <bool kChained, class T, class Body>
+template <Products kProducts, bool kChained, class T, class Body>
 __device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backward, const Body& body) {
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const ChunkTiles<T> s(smem_bytes, backward);
   Place p;
   if constexpr (kChained) p = place_of_ticket(a, take_ticket(a.chain.tickets), backward);
   else p = place_of(a, a.chunks);
-  if (prepare_chunk<kChained>(s, a, p, backward)) body(s, p, std::true_type{});
+  if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{});
   else body(s, p, std::false_type{});
 }
 
@@ -1035,7 +1094,7 @@ __device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backw
 // from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
 template <class T, Products kProducts, bool kChained>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
-  for_block_chunk<kChained>(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
+  for_block_chunk<kProducts, kChained>(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
     chunk_output_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
   });
 }
@@ -1147,9 +1206,7 @@ __device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_parts,
     }
   const int64_t p0 = p.index * C;
   if (mode == kChannelDecay) {
-    for_each_element(w, [&](int n, int e, int t, int c) {
-      if (p0 + t < steps && c0 + c < width) out.store(p.b, p.h, p0 + t, part, c0 + c, dg[n][e]);
-    });
+    store_rows(dg, out, p, part, w, steps, c0, width);
     return;
   }
   // One decay per step: each position's sum over the 64 channels, the warp's 64 / kSplit first
@@ -1168,7 +1225,7 @@ __device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_parts,
   for (int t = threadIdx.x; t < C; t += G::kThreads) {
     T sum = 0;
     for (int h = 0; h < kSplit; ++h) sum += row_parts[h * C + t];
-    if (p0 + t < steps) out.store(p.b, p.h, p0 + t, part, 0, sum);
+    if (p0 + t < steps) out.store(out.offset(p.b, p.h, p0 + t, part), sum);
   }
 }
 
@@ -1226,7 +1283,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
     T update[G::kStateRows][kChannelTiles][4];
     chunk_update<kProducts>(update, kMild || a.value_mode == kNoDecay ? s.dout : s.z,
                             kMild || a.key_mode == kNoDecay ? s.q : s.w, warp_part());
-    pass_state<true>(update, s.dh, s, a, p);
+    pass_state<true, kProducts>(update, s.dh, s, a, p);
   }
   // The decay gradients' term of the carried state: dh'_ji exp(Lv_last,j) h_ji exp(Lk_last,i),
   // summed over rows j for the key side (exp(Lk_last,i) left for the end) and over columns i for
@@ -1293,7 +1350,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
 template <class T, Products kProducts, bool kChained>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
-  for_block_chunk<kChained>(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
+  for_block_chunk<kProducts, kChained>(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
     chunk_gradient_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
   });
 }
@@ -1307,7 +1364,7 @@ __global__ void add_parts_kernel(Operand<T> out, const T* parts, int n_parts, in
     const int64_t c = e % width, pos = e / width % steps, seq = e / (width * steps);
     T sum = 0;
     for (int i = 0; i < n_parts; ++i) sum += parts[i * total + e];
-    out.store(seq / heads, seq % heads, pos, 0, c, sum);
+    out.store(out.offset(seq / heads, seq % heads, pos, 0) + c, sum);
   }
 }
 
@@ -1365,6 +1422,7 @@ class Output {
     operand_.ptr = scratch_->as<T>();
     operand_.sb = out.size(1) * out.size(2) * width, operand_.sh = out.size(2) * width, operand_.st = width;
     operand_.part = total;
+    operand_.vectors = width % (16 / sizeof(T)) == 0;  // rows of width elements from an aligned allocation
   }
   const Operand<T>& operand() const { return operand_; }
   void add(cudaStream_t stream, int device) const {

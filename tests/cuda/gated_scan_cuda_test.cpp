@@ -400,6 +400,43 @@ TEST(CudaGatedScan, Tf32DiffersFromExactByRoundingOnly) {
   }
 }
 
+// TF32 rounds every operand to nearest, not by dropping its low bits (which is what the tensor
+// cores do with a float32 operand left as it is). x = 1 + 2^-11 + 2^-13 rounds up to 1 + 2^-10,
+// where dropping the bits gives 1 and exact float32 keeps x. With one position and every vector
+// e_0 times 1 or x, o = (q.k) v, dv = (q.k) dout, dq = (dout.v) k and dk = (dout.v) q at
+// channel 0: each is exactly the rounded x when x is one of its operands, and 1 when it is not.
+TEST(CudaGatedScan, Tf32RoundsEveryOperandToNearest) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const double x = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -13), rounded = 1.0 + std::ldexp(1.0, -10);
+  const char* names[] = {"q", "k", "v", "dout"};
+  auto unit = [&](bool carries) {
+    std::vector<float> e(8, 0.0f);
+    e[0] = static_cast<float>(carries ? x : 1.0);
+    return on_gpu(from_vector(e, {1, 1, 1, 8}));
+  };
+  for (const NamedScanStatePass& pass : kScanStatePasses)
+    for (bool tf32 : {true, false})
+      for (int carrier = 0; carrier < 4; ++carrier) {
+        const ScanStatePassSetting state_pass(pass.pass);
+        const Tf32Setting mode(tf32);
+        std::vector<Tensor> in;
+        for (int i = 0; i < 3; ++i) in.push_back(unit(carrier == i).requires_grad_(true));
+        const Tensor o = gated_linear_scan(in[0], in[1], in[2], Tensor(), Tensor());
+        const std::vector<Tensor> g = grad(o, in, unit(carrier == 3));
+        // Which operands each result multiplies: o q k v, dq dout v k, dk dout v q, dv q k dout.
+        const std::vector<std::pair<std::string, Tensor>> results = {
+            {"o", o}, {"dq", g[0]}, {"dk", g[1]}, {"dv", g[2]}};
+        const bool enters[4][4] = {{true, true, true, false}, {false, true, true, true}, {true, false, true, true},
+                                   {true, true, false, true}};
+        for (size_t r = 0; r < results.size(); ++r) {
+          const double got = to(to(results[r].second, kCPU), kFloat64).to_vector<double>()[0];
+          const double want = enters[r][carrier] ? (tf32 ? rounded : x) : 1.0;
+          EXPECT_EQ(got, want) << results[r].first << " with x in " << names[carrier] << (tf32 ? ", TF32" : ", exact")
+                               << ", " << pass.name;
+        }
+      }
+}
+
 TEST(CudaGatedScan, SequentialRejectsKeyDimAbove256) {
   LINEA_SKIP_WITHOUT_CUDA();
   const Tensor q = on_gpu(random_normal({1, 1, 4, 300}, kFloat32, 70));
