@@ -28,20 +28,24 @@
 //               from rows of 68 floats (already TF32), as warp_product does
 //   wgmma n16x4 the four warpgroups' m64n16k8 above, then wait for them
 //   wgmma n64   warpgroup 0 alone does the whole product (m64n64k8), the others wait at the barrier
+//   wgmma n64 x4  every warpgroup does a whole product of its own at the same time (four products)
 //
-// What it printed on an H200 (nvcc 13, 2026-12-02):
+// What it printed on an H200 (nvcc 13, 2026-12-02; the timings of a second run in brackets):
 //   n64      lbo=  144 sbo= 2304  ok (largest error 6.98e-06)
 //   n16x4    lbo=  144 sbo= 2304  ok (largest error 6.98e-06)
-//   mma.sync (16 warps)        1246 cycles a product and barrier (360.8 us for 512)
-//   wgmma n16x4                 838 cycles a product and barrier (244.9 us for 512)
-//   wgmma n64 (1 warpgroup)     487 cycles a product and barrier (144.9 us for 512)
+//   mma.sync (16 warps)        1303 cycles a product and barrier (378.3 us for 512)   [1307]
+//   wgmma n16x4                 912 cycles a product and barrier (264.9 us for 512)   [898]
+//   wgmma n64 (1 warpgroup)     588 cycles a product and barrier (172.3 us for 512)   [589]
+//   wgmma n64 x4 (4 products)  1301 cycles a product and barrier (376.3 us for 512)   [1297]
 //   swapped  lbo= 2304 sbo=  144  WRONG (largest error 44.4)
-// So the padded unswizzled layout works for TF32 wgmma with LBO = 144 and SBO = 2304 bytes, and
-// the n16x4 accumulators are the kernels' own layout under the warp numbering above. A product
-// costs the block 0.67 of mma.sync's time when the four warpgroups split its columns, and 0.39
-// when one warpgroup does it whole (fewer, larger instructions), which leaves the other three
-// warpgroups free for other products: the per-chunk kernels' independent products (the state
-// terms, the update, the two sides' scores) could run one a warpgroup at the same time.
+// (An earlier build without the last case: 1246, 838 and 487 cycles.) So the padded unswizzled
+// layout works for TF32 wgmma with LBO = 144 and SBO = 2304 bytes, and the n16x4 accumulators are
+// the kernels' own layout under the warp numbering above. A product costs the block 0.69 of
+// mma.sync's time when the four warpgroups split its columns and 0.45 when one warpgroup does it
+// whole (fewer, larger instructions); four warpgroups each doing a product of their own finish
+// all four in the time mma.sync takes for one (85% of the H200's dense TF32 rate). The per-chunk
+// kernels' independent products (the update, the state terms, the two sides' scores) could thus
+// run one a warpgroup side by side.
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -158,7 +162,7 @@ __global__ void __launch_bounds__(512, 1) timed(const float* a, const float* b, 
         product_n16(acc, tile_descriptor(sa, 0, k, 144, 2304), tile_descriptor(sb, 16 * (warp / 4), k, 144, 2304));
       wgmma_commit();
       wgmma_wait<0>();
-    } else if (warp < 4) {  // warpgroup 0 alone, m64n64k8
+    } else if (mode == 3 || warp < 4) {  // warpgroup 0 alone (mode 2) or each its own product (3), m64n64k8
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < 8; ++k) product_n64(d, tile_descriptor(sa, 0, k, 144, 2304), tile_descriptor(sb, 0, k, 144, 2304));
@@ -185,7 +189,7 @@ int main() {
   CHECK(cudaMalloc(&db, 4 * 4096));
   CHECK(cudaMalloc(&dc, 4 * 4096));
   CHECK(cudaMalloc(&sink, 4 * 132 * 512));
-  CHECK(cudaMalloc(&cycles, 8 * 3));
+  CHECK(cudaMalloc(&cycles, 8 * 4));
   CHECK(cudaMemcpy(da, ha.data(), 4 * 4096, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(db, hb.data(), 4 * 4096, cudaMemcpyHostToDevice));
   const size_t bytes = 4 * (2 * kTile + 2 * 64 * kPitch);
@@ -209,11 +213,11 @@ int main() {
   };
   run("n64", 0, 144, 2304);
   run("n16x4", 1, 144, 2304);
-  const char* names[] = {"mma.sync (16 warps)", "wgmma n16x4", "wgmma n64 (1 warpgroup)"};
-  for (int mode = 0; mode < 3; ++mode) {
+  const char* names[] = {"mma.sync (16 warps)", "wgmma n16x4", "wgmma n64 (1 warpgroup)", "wgmma n64 x4 (4 products)"};
+  for (int mode = 0; mode < 4; ++mode) {
     const double us = time_us([&] { timed<<<132, 512, bytes>>>(da, db, mode, cycles, sink); }, 5);
     CHECK(cudaGetLastError());
-    long long c[3];
+    long long c[4];
     CHECK(cudaMemcpy(c, cycles, sizeof(c), cudaMemcpyDeviceToHost));
     std::printf("%-24s %6lld cycles a product and barrier (%.1f us for %d)\n", names[mode], c[mode], us, kReps);
   }
