@@ -738,9 +738,24 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   for (int i = 0; i < R; ++i) update_factor[i] = own_tile ? exp_to<T>(backward ? x.L[i] : x.total - x.L[i]) : T(1);
   constexpr bool kRound = kProducts == Products::kTF32;
   // The thread's elements of its side's tiles (two forward and backward, q and k or v and dout;
-  // v alone forward), scaled (by 1 without decay) and rounded as the products take them.
+  // v alone forward).
   T* first = x.key_side ? s.q : s.v;
   T* second = x.key_side ? s.k : (backward ? s.dout : nullptr);
+  // Writes the thread's elements of the update's own tile (from its source before that is
+  // factored) and, when they are scaled or rounded, of its side's tiles (times first_factor(i) and
+  // second_factor(i) when `scaled`), as the products take them. Once the tiles have landed.
+  auto write_operands = [&](const auto& first_factor, const auto& second_factor, bool scaled) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int e = (x.t0 + i) * P + x.c;
+      if (own_tile) update_operand[e] = product_operand<kProducts>(update_source[e] * update_factor[i]);
+      if (scaled || kRound) {
+        first[e] = product_operand<kProducts>(scaled ? first[e] * first_factor(i) : first[e]);
+        if (second != nullptr)
+          second[e] = product_operand<kProducts>(scaled ? second[e] * second_factor(i) : second[e]);
+      }
+    }
+  };
   if (!mild) {
     double* L = x.key_side ? s.Lk : s.Lv;
 #pragma unroll
@@ -751,15 +766,8 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     cp_async_wait_all();
     __syncthreads();
     if (kChained || kRound) {
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const int e = (x.t0 + i) * P + x.c;
-        if (kChained && own_tile) update_operand[e] = product_operand<kProducts>(update_source[e] * update_factor[i]);
-        if (kRound) {
-          first[e] = product_operand<kProducts>(first[e]);
-          if (second != nullptr) second[e] = product_operand<kProducts>(second[e]);
-        }
-      }
+      const auto unused = [](int) { return T(1); };
+      write_operands(unused, unused, false);
       round_state_tiles<kProducts, kChained>(s, backward);
       __syncthreads();
     }
@@ -779,16 +787,9 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   }
   cp_async_wait_all();
   __syncthreads();
-  if (x.mode != kNoDecay || kRound) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      const int e = (x.t0 + i) * P + x.c;
-      if (own_tile)  // before its tile is factored
-        update_operand[e] = product_operand<kProducts>(update_source[e] * update_factor[i]);
-      // q+ = q up, k- = k down; v- = v down, do+ = do up.
-      first[e] = product_operand<kProducts>(first[e] * (x.key_side ? up[i] : down[i]));
-      if (second != nullptr) second[e] = product_operand<kProducts>(second[e] * (x.key_side ? down[i] : up[i]));
-    }
+  if (x.mode != kNoDecay || kRound) {  // q+ = q up, k- = k down; v- = v down, do+ = do up
+    write_operands([&](int i) { return x.key_side ? up[i] : down[i]; },
+                   [&](int i) { return x.key_side ? down[i] : up[i]; }, true);
   }
   round_state_tiles<kProducts, kChained>(s, backward);
   __syncthreads();
