@@ -51,8 +51,11 @@
 #include <random>
 #include <vector>
 
+#include "../../cuda/kernels/mma.cuh"  // mma_tf32, the kernels' own
 #include "probe.cuh"
 #include "wgmma.cuh"
+
+using linea::cuda::mma_tf32;
 
 constexpr int kCore = 36, kGroup = 16 * kCore, kTile = 8 * kGroup;  // floats
 constexpr int kPitch = 68;                                           // the kernels' rows
@@ -82,14 +85,6 @@ __device__ inline void product_n64(float (&d)[32], uint64_t a, uint64_t b) {
                : D32(d)
                : "l"(a), "l"(b));
 }
-__device__ inline void mma_tf32(float (&c)[4], const float (&a)[4], float b0, float b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
-        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
-}
-
 // The descriptor of rows [row0, row0 + 8 groups) of a tile at k-step k (8 columns: 2 core matrices).
 __device__ inline uint64_t tile_descriptor(const float* tile, int row0, int k, int lbo, int sbo) {
   return descriptor(tile + (row0 / 8) * kGroup + 2 * k * kCore, lbo, sbo, 0);
