@@ -6,7 +6,8 @@ stamps' atomics make a launch about a fifth slower. Each patch names the code it
 the script stops with that text when the kernels have changed under it.
 
 On the GPU machine, from the repository root (the copy builds in /tmp/probe):
-  rm -rf /tmp/probe && mkdir /tmp/probe && git ls-files -z | xargs -0 -I{} cp --parents {} /tmp/probe/
+  rm -rf /tmp/probe && mkdir /tmp/probe
+  git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} /tmp/probe/
   python3 tools/gpu/phase_probe.py /tmp/probe
   (cd /tmp/probe && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINEA_CUDA=ON \
      -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C build linea_cli)
@@ -55,7 +56,8 @@ static __device__ __noinline__ void phase_report(int kernel, int n) {
 
 ISSUED = ("    if (!kChained) load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, p, a.dstate_slots, p.index));\n"
           "  }\n  cp_async_commit();\n  cp_async_wait_all_but_last();\n  __syncthreads();\n")
-# (the code a stamp goes after, the stamps): every anchor must occur exactly once.
+# (the code a stamp goes after, the stamps; None: the stamp goes inside it, INSIDE): every anchor
+# must occur exactly once.
 AFTER = [
     ("constexpr double kMildLogDecay = 64.0;\n", DEVICE),
     # for_block_chunk
@@ -67,7 +69,7 @@ AFTER = [
     ("  const bool mild = __syncthreads_and(x.total >= -kMildLogDecay);\n", "  PHASE(18);\n"),
     ("    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];\n  }\n",
      "  PHASE(19);\n"),
-    ("  cp_async_wait_all();\n  __syncthreads();\n  if (x.mode != kNoDecay || kRound) {", None),  # checked below
+    ("  cp_async_wait_all();\n  __syncthreads();\n  if (x.mode != kNoDecay || kRound) {", None),
     ("  round_state_tiles<kProducts, kChained>(s, backward);\n  __syncthreads();\n  return true;\n", None),
     # chunk_output_body
     ("    chunk_update<kProducts>(update, a.value_mode == kNoDecay ? s.v : s.z, "
@@ -116,10 +118,9 @@ def main():
             sys.exit(f"phase_probe: the kernels changed; expected this once:\n{anchor}")
         text = text.replace(anchor, INSIDE[anchor] if stamp is None else anchor + stamp)
     open(path, "w").write(text)
-    names = {k: dict(enumerate(v, 1)) for k, v in PHASES.items()}
-    print("phase_probe: stamps in place;", "; ".join(
-        f"{k}: " + ", ".join(f"{i}={n}" for i, n in names[k].items() ) for k in names),
-        "; prepare: " + ", ".join(f"{16 + i}={n}" for i, n in enumerate(PREPARE)))
+    legend = [f"{k}: " + ", ".join(f"{i}={n}" for i, n in enumerate(v, 1)) for k, v in PHASES.items()]
+    legend.append("prepare: " + ", ".join(f"{i}={n}" for i, n in enumerate(PREPARE, 16)))
+    print("phase_probe: stamps in place;", "; ".join(legend))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@
 set -o pipefail
 source .gpu/env.sh
 start=$(date +%s)
-root=$PWD
 default_bench="bench scan --device cuda --what kernel --algorithms chunked --state-passes chain"
 BENCH=${BENCH:-$default_bench --lengths 4096,16384 --repeats 10}
 TESTS=${TESTS:-*Scan*:*Chain*:*Chunk*}
@@ -26,7 +25,7 @@ for name in "${names[@]}"; do
   dir=/tmp/side_by_side/$name
   rm -rf "$dir" && mkdir -p "$dir"
   if [ "$name" != tree ]; then tar -xf ".gpu/revs/$name.tar" -C "$dir"
-  elif [ -d .git ]; then git ls-files -z | xargs -0 -I{} cp --parents {} "$dir/"
+  elif [ -d .git ]; then git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$dir/"
   else tar --exclude=./.gpu --exclude='./build*' -cf - . | tar -xf - -C "$dir"; fi
   (cd "$dir" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINEA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
      > build.log 2>&1 && ninja -C build -j$jobs linea_tests linea_cli >> build.log 2>&1
