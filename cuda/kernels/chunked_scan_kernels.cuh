@@ -309,12 +309,16 @@ __device__ void load_state_tile(T* dst, const T* src) {
 }
 
 // A thread's share of both sides' cumulative log decays: one channel of one side over kRows
-// consecutive positions. The block's threads cover the two sides' kWidth channels (threads next to
-// each other take channels next to each other, so that their shared loads and stores fall in
-// different banks) in kSegments segments of positions. The sums are in double, each step floored:
-// L[i] is the sum from the chunk's start through position t0 + i, total the sum over the chunk.
-// One decay per step (the raw tile's column 0) is summed by every channel's threads alike; a side
-// without decay sums to 0.
+// consecutive positions. The block's threads cover the two sides' kWidth channels (a warp's lanes
+// take 32 neighbouring channels, so that their shared loads and stores fall in different banks) in
+// kSegments segments of positions. The sides take alternate groups of four warps: a warp issues
+// from the SM's scheduler of its number mod 4, so each scheduler has warps of both sides, and when
+// only one side decays (the GLA and ReGLA gates) its sums, factors and operands have all four. In
+// alternate pairs of warps they had two of the four, and the other two idled: on an H200 the
+// forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 this way (docs/benchmarks.md).
+// The sums are in double, each step floored: L[i] is the sum from the chunk's start through
+// position t0 + i, total the sum over the chunk. One decay per step (the raw tile's column 0) is
+// summed by every channel's threads alike; a side without decay sums to 0.
 // Each thread sums its own positions, then adds the totals of the segments before it: short
 // independent chains, where a warp per channel and a shuffle scan across its lanes waited on one
 // dependent double-precision step after another (a clock64 probe on an H200: 7,000 of a
@@ -324,6 +328,7 @@ struct ColumnShare {
   static constexpr int kColumns = 2 * kWidth, kSegments = kThreads / kColumns;
   static constexpr int kRows = Geometry<T>::kChunk / kSegments;
   static_assert(kSegments * kColumns == kThreads && kRows * kSegments == Geometry<T>::kChunk, "whole shares");
+  static_assert(kWidth == 64 && kThreads % 256 == 0, "whole groups of four warps a side (column_share)");
   bool key_side;
   int c, t0, mode;
   double L[kRows];
@@ -339,9 +344,13 @@ __device__ ColumnShare<T, kThreads> column_share(const T* raw_k, int key_mode, c
                                                  double* scratch) {
   using S = ColumnShare<T, kThreads>;
   S x;
-  const int column = static_cast<int>(threadIdx.x) % S::kColumns, segment = static_cast<int>(threadIdx.x) / S::kColumns;
-  x.key_side = column < kWidth;
-  x.c = x.key_side ? column : column - kWidth;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  // Warps 0-3 the key side, 4-7 the value side, 8-11 the key side again, and so on (see above).
+  const int side_warp = warp % 4 + 4 * (warp / 8);  // the warp's number among its side's warps
+  const int segment = side_warp / 2;
+  x.key_side = warp / 4 % 2 == 0;
+  x.c = 32 * (side_warp % 2) + lane;
+  const int column = (x.key_side ? 0 : kWidth) + x.c;
   x.t0 = segment * S::kRows;
   x.mode = x.key_side ? key_mode : value_mode;
   const T* raw = (x.key_side ? raw_k : raw_v) + (x.mode == kScalarDecay ? 0 : x.c);

@@ -8,6 +8,7 @@
 #   ROUNDS    rounds of the versions in turn (default 2)
 #   FLA=1     flash-linear-attention's chunk_gla in the same session (tools/gpu/anchor.py gla_kernel)
 #   TESTS     a GoogleTest filter run on every version first (default: the scan's tests)
+#   TESTED    the versions it runs on (default: all), e.g. TESTED=tree when the others passed before
 # Each version builds in /tmp/side_by_side/<name>; the JSON lines go to $OUT/<name>_<round>.jsonl.
 set -o pipefail
 source .gpu/env.sh
@@ -32,9 +33,9 @@ for name in "${names[@]}"; do
    echo "$name: build rc=$? after $(( $(date +%s) - start )) s"; grep -E "error|FAILED" build.log | head -5) &
 done
 wait
-for name in "${names[@]}"; do
+for name in ${TESTED:-${names[@]}}; do
   timeout 300 /tmp/side_by_side/$name/build/tests/linea_tests --gtest_filter="$TESTS" > $OUT/${name}_tests.log 2>&1
-  echo "$name: tests rc=$? $(grep -E '^\[  (PASSED|FAILED) \]' $OUT/${name}_tests.log | tr '\n' ' ')"
+  echo "$name: tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' $OUT/${name}_tests.log | tr '\n' ' ')"
 done
 summary() {
   python3 -c '
