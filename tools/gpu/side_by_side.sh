@@ -8,7 +8,8 @@
 #   ROUNDS    rounds of the versions in turn (default 2)
 #   FLA=1     flash-linear-attention's chunk_gla in the same session (tools/gpu/anchor.py gla_kernel)
 #   TESTS     a GoogleTest filter run on every version first (default: the scan's tests)
-#   TESTED    the versions it runs on (default: all), e.g. TESTED=tree when the others passed before
+#   TESTED    the versions they run on (default: all), e.g. TESTED=tree when the others passed
+#             before; a name that is none of them (TESTED=none) runs no tests
 # Each version builds in /tmp/side_by_side/<name>; the JSON lines go to $OUT/<name>_<round>.jsonl.
 set -o pipefail
 source .gpu/env.sh
