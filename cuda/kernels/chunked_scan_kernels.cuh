@@ -313,7 +313,7 @@ __device__ void load_state_tile(T* dst, const T* src) {
 // take 32 neighbouring channels, so that their shared loads and stores fall in different banks) in
 // kSegments segments of positions. The sides take alternate groups of four warps: a warp issues
 // from the SM's scheduler of its number mod 4, so each scheduler has warps of both sides, and when
-// only one side decays (the GLA and ReGLA gates) its sums, factors and operands have all four. In
+// only one side decays (the GLA gate) its sums, factors and operands have all four. In
 // alternate pairs of warps they had two of the four, and the other two idled: on an H200 the GLA
 // gate's forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 this way (docs/benchmarks.md).
 // The sums are in double, each step floored: L[i] is the sum from the chunk's start through
