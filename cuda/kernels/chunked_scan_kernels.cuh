@@ -72,9 +72,11 @@
 // the tiles, sums and states are float32 either way; its bfloat16 q, k, v, dout are widened into
 // the tiles as they are loaded and o, dq, dk, dv rounded once as they are stored, Operand); with
 // TF32 off the same kernels run exact float32 fused multiply-adds, and float64 always does. States
-// are float32 (float64) throughout. Log decays are summed per chunk in double, each step floored
-// where its exponential is 0 in the element type (a closed gate gives exactly 0 as it does step by
-// step); every factor is exp of a double, accurate to the element type (chunked_scan.cuh: exp_to).
+// are float32 (float64) throughout. Log decays are summed per chunk more precisely than the element
+// type (log_decay_sum.cuh: in double, or in float32 as pairs of floats), each step floored where
+// its exponential is 0 in the element type (a closed gate gives exactly 0 as it does step by step);
+// every factor is accurate to the element type. A chunk that is not mild keeps its sums as doubles
+// in shared memory (chunked_scan.cuh: Side, exp_to).
 //
 // ---- Memory. When a backward is to come, the forward keeps the states it computed (the state
 // before every chunk and the final one: 64 x 64 per sub-problem, sequence and chunk, in float32
@@ -101,6 +103,7 @@
 #include "cuda/kernels/chunked_scan.cuh"
 #include "cuda/kernels/chunked_scan.h"
 #include "cuda/kernels/cp_async.cuh"
+#include "cuda/kernels/log_decay_sum.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/stream.h"
 
@@ -316,8 +319,9 @@ __device__ void load_state_tile(T* dst, const T* src) {
 // only one side decays (the GLA gate) its sums, factors and operands have all four. In
 // alternate pairs of warps they had two of the four, and the other two idled: on an H200 the GLA
 // gate's forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 this way (docs/benchmarks.md).
-// The sums are in double, each step floored: L[i] is the sum from the chunk's start through
-// position t0 + i, total the sum over the chunk. One decay per step (the raw tile's column 0) is
+// The sums are LogDecaySums (log_decay_sum.cuh: double, or a pair of floats in a float32 scan),
+// each step floored: L[i] is the sum from the chunk's start through position t0 + i, total the sum
+// over the chunk. One decay per step (the raw tile's column 0) is
 // summed by every channel's threads alike; a side without decay sums to 0.
 // Each thread sums its own positions, then adds the totals of the segments before it: short
 // independent chains, where a warp per channel and a shuffle scan across its lanes waited on one
@@ -331,17 +335,22 @@ struct ColumnShare {
   static_assert(kWidth == 64 && kThreads % 256 == 0, "whole groups of four warps a side (column_share)");
   bool key_side;
   int c, t0, mode;
-  double L[kRows];
-  double total;
+  LogDecaySum<T> L[kRows];
+  LogDecaySum<T> total;
   // exp(L_last): the channel's decay over the whole chunk (1 without decay).
-  __device__ __forceinline__ T chunk_decay() const { return mode == kNoDecay ? T(1) : exp_to<T>(total); }
+  __device__ __forceinline__ T chunk_decay() const { return mode == kNoDecay ? T(1) : total.exp_up(); }
+  // exp(L_last - L_i), the decay from position t0 + i to the chunk's end.
+  __device__ __forceinline__ T to_end(int i) const { return mode == kNoDecay ? T(1) : total.minus(L[i]).exp_up(); }
+  // exp(L_i), the decay from the chunk's start through position t0 + i.
+  __device__ __forceinline__ T from_start(int i) const { return mode == kNoDecay ? T(1) : L[i].exp_up(); }
 };
 
 // The thread's ColumnShare of the raw decay tiles (load_decays: rows of P elements). `scratch`
-// takes kThreads doubles; every thread of the block must call it (it holds a __syncthreads).
+// takes kThreads LogDecaySums (8 bytes each in float32 and float64); every thread of the block must
+// call it (it holds a __syncthreads).
 template <class T, int kThreads, int P>
 __device__ ColumnShare<T, kThreads> column_share(const T* raw_k, int key_mode, const T* raw_v, int value_mode,
-                                                 double* scratch) {
+                                                 LogDecaySum<T>* scratch) {
   using S = ColumnShare<T, kThreads>;
   S x;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -354,36 +363,25 @@ __device__ ColumnShare<T, kThreads> column_share(const T* raw_k, int key_mode, c
   x.t0 = segment * S::kRows;
   x.mode = x.key_side ? key_mode : value_mode;
   const T* raw = (x.key_side ? raw_k : raw_v) + (x.mode == kScalarDecay ? 0 : x.c);
-  double sum = 0;
+  LogDecaySum<T> sum;
 #pragma unroll
   for (int i = 0; i < S::kRows; ++i) {
-    if (x.mode != kNoDecay) sum += max(static_cast<double>(raw[(x.t0 + i) * P]), log_decay_floor<T>());
+    if (x.mode != kNoDecay) sum.add(max(raw[(x.t0 + i) * P], static_cast<T>(log_decay_floor<T>())));
     x.L[i] = sum;
   }
   scratch[segment * S::kColumns + column] = sum;
   __syncthreads();
-  double before = 0;
-  x.total = 0;
-  for (int q = 0; q < S::kSegments; ++q) {  // in order of the segments, so that total is the last L exactly
-    const double part = scratch[q * S::kColumns + column];
-    if (q < segment) before += part;
-    x.total += part;
+  // In order of the segments, and with the same additions as the L below (plus is symmetric), so
+  // that total is the last L exactly.
+  LogDecaySum<T> before;
+  for (int q = 0; q < S::kSegments; ++q) {
+    const LogDecaySum<T> part = scratch[q * S::kColumns + column];
+    if (q < segment) before = before.plus(part);
+    x.total = x.total.plus(part);
   }
 #pragma unroll
-  for (int i = 0; i < S::kRows; ++i) x.L[i] += before;
+  for (int i = 0; i < S::kRows; ++i) x.L[i] = x.L[i].plus(before);
   return x;
-}
-
-// exp(x) and exp(-x) in T for a double x, to T's precision (exp_to), sharing one split of x.
-template <class T>
-__device__ __forceinline__ void exp_both(double x, T& up, T& down) {
-  if constexpr (std::is_same_v<T, double>) {
-    up = exp(x), down = exp(-x);
-  } else {
-    const float hi = static_cast<float>(x), lo = static_cast<float>(x - static_cast<double>(hi));
-    up = expf(hi) * (1.0f + lo);
-    down = expf(-hi) * (1.0f - lo);
-  }
 }
 
 // ---- the states in passes of their own: each chunk's update, then a scan over the chunks -------
@@ -402,7 +400,7 @@ __device__ __forceinline__ void exp_both(double x, T& up, T& down) {
 // Why not one kernel walking the chunks with the state on chip, as FlashLinearAttention's state
 // passes do: it was built (three ways, the last warp-specialized) and measured slower on an H200,
 // 877 us a pass against 615 + 201 here at B = 8, H = 8, d = 64, T = 16k. A chunk's decay factors,
-// exact to float rounding (sums in double, exp_to), are most of its work; here they run in
+// exact to float rounding (log_decay_sum.cuh), are most of its work; here they run in
 // independent blocks at full occupancy, in a walk they sit on the sequential path
 // (docs/benchmarks.md).
 
@@ -424,14 +422,14 @@ __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const 
 // Both sides' factors over the chunk, applied in place: with L_t the decays summed from the
 // chunk's start through t, rows of the side's `to_end` tile (null: none) are multiplied by
 // exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] gets exp(L_last)
-// (1 without decay). `scratch` takes kThreads doubles. The raw decays must be in shared memory;
+// (1 without decay). `scratch` takes kThreads LogDecaySums. The raw decays must be in shared memory;
 // the tiles may still be arriving in the thread's last group of copies (cp_async_commit), which it
 // waits for once the factors are computed. The tiles end as the products take them
 // (product_operand). Ends with a __syncthreads.
 template <class T, Products kProducts, int kThreads, int P>
 __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last,
                              const T* raw_v, int value_mode, T* value_to_end, T* value_from_start, T* value_last,
-                             double* scratch) {
+                             LogDecaySum<T>* scratch) {
   using S = ColumnShare<T, kThreads>;
   const S x = column_share<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, scratch);
   T* to_end = x.key_side ? key_to_end : value_to_end;
@@ -440,8 +438,8 @@ __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key
   T end_factor[S::kRows], start_factor[S::kRows];
 #pragma unroll
   for (int i = 0; i < S::kRows; ++i) {
-    end_factor[i] = to_end != nullptr && x.mode != kNoDecay ? exp_to<T>(x.total - x.L[i]) : T(1);
-    start_factor[i] = from_start != nullptr && x.mode != kNoDecay ? exp_to<T>(x.L[i]) : T(1);
+    end_factor[i] = to_end != nullptr ? x.to_end(i) : T(1);
+    start_factor[i] = from_start != nullptr ? x.from_start(i) : T(1);
   }
   cp_async_wait_all();  // the tiles (see the caller)
   __syncthreads();
@@ -471,7 +469,7 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
   T* sgv = sgk + C * P;
   T* key_last = sgv + C * P;                 // exp(Lk_last), exp(Lv_last): kWidth each
   T* value_last = key_last + kWidth;
-  double* scratch = reinterpret_cast<double*>(value_last + kWidth);  // N doubles (apply_decays)
+  auto* scratch = reinterpret_cast<LogDecaySum<T>*>(value_last + kWidth);  // N sums (apply_decays)
 
   const Place p = place_of(a, a.chunks);
   const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
@@ -733,18 +731,17 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     if (backward) do_piece.land(s.dout);
   }
   // The sums' scratch: the score stripes, unused until the products.
-  const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<double*>(s.stripes));
+  const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<LogDecaySum<T>*>(s.stripes));
   if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.chunk_decay();
-  const bool mild = __syncthreads_and(x.total >= -kMildLogDecay);
+  const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);
   // The update's operands that need a tile of their own (see above): the thread's channel over its
-  // positions, from the same factors exp_to gives every decay here.
+  // positions, times update_factor (each way below fills it: exp(L_t) backward, exp(L_last - L_s)
+  // forward).
   constexpr int R = ColumnShare<T, N>::kRows;
   const bool own_tile = kChained && x.mode != kNoDecay && (!backward || !mild);
   T* update_operand = x.key_side ? s.w : s.z;
   const T* update_source = x.key_side ? (backward ? s.q : s.k) : (backward ? s.dout : s.v);
   T update_factor[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) update_factor[i] = own_tile ? exp_to<T>(backward ? x.L[i] : x.total - x.L[i]) : T(1);
   constexpr bool kRound = kProducts == Products::kTF32;
   // The thread's elements of its side's tiles (two forward and backward, q and k or v and dout;
   // v alone forward).
@@ -769,8 +766,9 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     double* L = x.key_side ? s.Lk : s.Lv;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      if (x.mode == kChannelDecay) L[(x.t0 + i) * LP + x.c] = x.L[i];
-      else if (x.mode == kScalarDecay && x.c == 0) L[x.t0 + i] = x.L[i];
+      update_factor[i] = !own_tile ? T(1) : backward ? x.from_start(i) : x.to_end(i);
+      if (x.mode == kChannelDecay) L[(x.t0 + i) * LP + x.c] = x.L[i].as_double();
+      else if (x.mode == kScalarDecay && x.c == 0) L[x.t0 + i] = x.L[i].as_double();
     }
     cp_async_wait_all();
     __syncthreads();
@@ -785,12 +783,16 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   // The factors exp(L_t) and exp(-L_t) of both sides, and the factored operands q+ = q exp(Lk_t),
   // k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors take the place of the
   // log decays (ScaleFactors), which a mild chunk never stores; the operands wait for their tiles.
+  // The forward's update factor exp(L_last - L_s) is exp(L_last) exp(-L_s), from factors at hand
+  // (one rounding more, and one exponential fewer an element; a mild chunk's backward has none).
   const ScaleFactors<T> factors = mild_factors<T>(x.key_side ? s.Lk : s.Lv);
+  const T chunk_decay = x.chunk_decay();
   T up[R], down[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     up[i] = down[i] = T(1);
-    if (x.mode != kNoDecay) exp_both<T>(x.L[i], up[i], down[i]);
+    if (x.mode != kNoDecay) x.L[i].exp_both(up[i], down[i]);
+    update_factor[i] = own_tile ? chunk_decay * down[i] : T(1);
     factors.up[factors.at(x.t0 + i, x.c)] = up[i];
     if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];
   }
