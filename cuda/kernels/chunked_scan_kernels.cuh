@@ -371,14 +371,8 @@ __device__ ColumnShare<T, kThreads> column_share(const T* raw_k, int key_mode, c
   }
   scratch[segment * S::kColumns + column] = sum;
   __syncthreads();
-  // In order of the segments, and with the same additions as the L below (plus is symmetric), so
-  // that total is the last L exactly.
   LogDecaySum<T> before;
-  for (int q = 0; q < S::kSegments; ++q) {
-    const LogDecaySum<T> part = scratch[q * S::kColumns + column];
-    if (q < segment) before = before.plus(part);
-    x.total = x.total.plus(part);
-  }
+  combine_segments(scratch + column, S::kColumns, S::kSegments, segment, before, x.total);
 #pragma unroll
   for (int i = 0; i < S::kRows; ++i) x.L[i] = x.L[i].plus(before);
   return x;
@@ -731,7 +725,8 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     if (backward) do_piece.land(s.dout);
   }
   // The sums' scratch: the score stripes, unused until the products.
-  const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, reinterpret_cast<LogDecaySum<T>*>(s.stripes));
+  auto* sums_scratch = reinterpret_cast<LogDecaySum<T>*>(s.stripes);
+  const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, sums_scratch);
   if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.chunk_decay();
   const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);
   // The update's operands that need a tile of their own (see above): the thread's channel over its

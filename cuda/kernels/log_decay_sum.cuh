@@ -6,12 +6,16 @@
 // 4e-6, and so is the relative error it leaves in exp(L). So L is carried more precisely than the
 // element type. A float64 scan sums in double. A float32 scan once did too (exp_to), but then
 // every element cost conversions between double and float (one in the sum, three in each factor),
-// and an SM runs those at 16 a clock against 128 float additions: on an H200 they bound the time of
-// a chunk's factors (docs/benchmarks.md). So a float32 scan carries L as an unevaluated pair of
-// floats hi + lo, summed without error by Knuth's two-sum: about 48 bits, as exact as the double
-// for sums of 64 terms, and exp(L) = exp(hi) (1 + lo) with no conversion at all.
+// which an SM runs at 16 a clock against 128 float additions: on an H200 the sums and factors took
+// 7,400 of a ReGLA chunk_output block's 25,000 cycles, close to what the conversions alone need
+// (docs/benchmarks.md). So a float32 scan carries L as an unevaluated pair of floats hi + lo,
+// summed without error by Knuth's two-sum: to about 2^-46 of |L|, far below what the factors need
+// (tests/cuda/log_decay_sum_test.cpp), and exp(L) = exp(hi) (1 + lo) with no conversion at all.
+// Host code runs the same functions.
 
 #include <cmath>
+
+#include "tensor/host_device.h"
 
 namespace linea::cuda::chunked {
 
@@ -22,13 +26,13 @@ struct LogDecaySum;
 template <>
 struct LogDecaySum<double> {
   double value = 0;
-  __device__ __forceinline__ void add(double term) { value += term; }
+  LINEA_HD void add(double term) { value += term; }
   // a + b; a.plus(b) and b.plus(a) are the same to the last bit.
-  __device__ __forceinline__ LogDecaySum plus(const LogDecaySum& b) const { return {value + b.value}; }
-  __device__ __forceinline__ LogDecaySum minus(const LogDecaySum& b) const { return {value - b.value}; }
-  __device__ __forceinline__ double as_double() const { return value; }
-  __device__ __forceinline__ double exp_up() const { return exp(value); }  // exp(L)
-  __device__ __forceinline__ void exp_both(double& up, double& down) const { up = exp(value), down = exp(-value); }
+  LINEA_HD LogDecaySum plus(const LogDecaySum& b) const { return {value + b.value}; }
+  LINEA_HD LogDecaySum minus(const LogDecaySum& b) const { return {value - b.value}; }
+  LINEA_HD double as_double() const { return value; }
+  LINEA_HD double exp_up() const { return exp(value); }  // exp(L)
+  LINEA_HD void exp_both(double& up, double& down) const { up = exp(value), down = exp(-value); }
 };
 
 // float32: hi + lo, |lo| at most half an ulp of hi after plus and minus (between them, add leaves
@@ -37,26 +41,26 @@ template <>
 struct LogDecaySum<float> {
   float hi = 0, lo = 0;
   // s + e = a + b exactly, s the rounded sum (Knuth's two-sum: no condition on a and b).
-  __device__ static __forceinline__ void two_sum(float a, float b, float& s, float& e) {
+  static LINEA_HD void two_sum(float a, float b, float& s, float& e) {
     s = a + b;
     const float bb = s - a;
     e = (a - (s - bb)) + (b - bb);
   }
-  __device__ __forceinline__ void add(float term) {
+  LINEA_HD void add(float term) {
     float e;
     two_sum(hi, term, hi, e);
     lo += e;
   }
-  __device__ __forceinline__ LogDecaySum plus(const LogDecaySum& b) const {
+  LINEA_HD LogDecaySum plus(const LogDecaySum& b) const {
     float s, e;
     two_sum(hi, b.hi, s, e);
     return normalized(s, (lo + b.lo) + e);
   }
-  __device__ __forceinline__ LogDecaySum minus(const LogDecaySum& b) const { return plus({-b.hi, -b.lo}); }
-  __device__ __forceinline__ double as_double() const { return static_cast<double>(hi) + static_cast<double>(lo); }
+  LINEA_HD LogDecaySum minus(const LogDecaySum& b) const { return plus({-b.hi, -b.lo}); }
+  LINEA_HD double as_double() const { return static_cast<double>(hi) + static_cast<double>(lo); }
   // exp(hi + lo) = exp(hi) exp(lo), and exp(lo) = 1 + lo to float rounding (|lo| < 4e-6).
-  __device__ __forceinline__ float exp_up() const { return expf(hi) * (1.0f + lo); }
-  __device__ __forceinline__ void exp_both(float& up, float& down) const {
+  LINEA_HD float exp_up() const { return expf(hi) * (1.0f + lo); }
+  LINEA_HD void exp_both(float& up, float& down) const {
     up = expf(hi) * (1.0f + lo);
     down = expf(-hi) * (1.0f - lo);
   }
@@ -65,10 +69,24 @@ struct LogDecaySum<float> {
   // hi + lo as the pair of the rounded sum and its error: Dekker's fast two-sum, exact when |hi| is
   // at least |lo|; otherwise (hi cancelled, as in minus of two near sums) off by an ulp of lo, far
   // below what exp needs.
-  __device__ static __forceinline__ LogDecaySum normalized(float hi, float lo) {
+  static LINEA_HD LogDecaySum normalized(float hi, float lo) {
     const float s = hi + lo;
     return {s, lo - (s - hi)};
   }
 };
+
+// From each segment's own sum (parts[q * stride], q < count), the sums of the segments before
+// `segment` and of all of them: in order of the segments and with the same additions, so that the
+// last segment's last L (its own sum plus before: plus is symmetric) is total to the last bit.
+template <class T>
+LINEA_HD void combine_segments(const LogDecaySum<T>* parts, int stride, int count, int segment, LogDecaySum<T>& before,
+                               LogDecaySum<T>& total) {
+  before = total = LogDecaySum<T>{};
+  for (int q = 0; q < count; ++q) {
+    const LogDecaySum<T> part = parts[q * stride];
+    if (q < segment) before = before.plus(part);
+    total = total.plus(part);
+  }
+}
 
 }  // namespace linea::cuda::chunked
