@@ -235,31 +235,20 @@ struct NarrowPiece {
   }
 };
 
-// The threads that issue a tile's copies (`count` of them) and the thread's number among them.
-struct CopyIssuers {
-  int rank, count;
-};
-template <int kThreads>
-__device__ __forceinline__ CopyIssuers every_thread() {
-  return {static_cast<int>(threadIdx.x), kThreads};
-}
-
 // Positions [p0, p0 + rows) x channels [c0, c0 + cols) of x (channels < width) for (b, h) into a
-// shared tile with rows of P elements; zeros outside the sequence and the channels, the work spread
-// over the issuers `by` (the whole block by default). Asynchronous
+// shared tile with rows of P elements; zeros outside the sequence and the channels. Asynchronous
 // when x's rows allow 16-byte copies (wait with cp_async_wait_all), else loads kUnroll elements
 // per thread at a time. A bfloat16 operand whose rows allow it leaves the thread's piece to land
-// (NarrowPiece: at most one a thread, the tiles having at most kChunk x kWidth elements: so only
-// with every thread issuing); every other way returns an empty piece.
+// (NarrowPiece: at most one a thread, the tiles having at most kChunk x kWidth elements); every
+// other way returns an empty piece.
 template <class T, int kThreads, int P>
 __device__ NarrowPiece load_tile(T* __restrict__ dst, const Operand<const T>& x, const Place& p, int64_t p0, int rows,
-                                 int64_t steps, int64_t c0, int cols, int64_t width,
-                                 CopyIssuers by = every_thread<kThreads>()) {
+                                 int64_t steps, int64_t c0, int cols, int64_t width) {
   const int64_t base = x.offset(p.b, p.h, 0, 0);
   if constexpr (std::is_same_v<T, float>) {
     static_assert(Geometry<float>::kChunk * kWidth / 8 <= kThreads, "one piece a thread");
     if (x.narrow != nullptr && x.vectors && cols % 8 == 0) {
-      const int e = by.rank, vcols = cols / 8;
+      const int e = static_cast<int>(threadIdx.x), vcols = cols / 8;
       if (e >= rows * vcols) return {};
       const int r = e / vcols, c = 8 * (e % vcols);
       const int64_t pos = p0 + r, ch = c0 + c;
@@ -273,7 +262,7 @@ __device__ NarrowPiece load_tile(T* __restrict__ dst, const Operand<const T>& x,
     constexpr int V = 16 / sizeof(T);
     const int vcols = cols / V;
     const T* __restrict__ from = x.ptr + base;
-    for (int e = by.rank; e < rows * vcols; e += by.count) {
+    for (int e = threadIdx.x; e < rows * vcols; e += kThreads) {
       const int r = e / vcols, c = V * (e % vcols);
       const int64_t pos = p0 + r, ch = c0 + c;
       const bool in = pos < steps && ch < width;
@@ -286,29 +275,37 @@ __device__ NarrowPiece load_tile(T* __restrict__ dst, const Operand<const T>& x,
   };
   constexpr int kUnroll = 8;
   const int n = rows * cols;
-  for (int e0 = by.rank; e0 < n; e0 += kUnroll * by.count) {
+  for (int e0 = threadIdx.x; e0 < n; e0 += kUnroll * kThreads) {
     T values[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int e = e0 + u * by.count, r = e / cols, c = e % cols;
+      const int e = e0 + u * kThreads, r = e / cols, c = e % cols;
       const int64_t pos = p0 + r, ch = c0 + c;
       values[u] = e < n && pos < steps && ch < width ? element(base + pos * x.st + ch) : T(0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int e = e0 + u * by.count;
+      const int e = e0 + u * kThreads;
       if (e < n) dst[(e / cols) * P + e % cols] = values[u];
     }
   }
   return {};
 }
 
-// A contiguous kWidth x kWidth state tile into shared rows of P (asynchronously), by the issuers
-// `by`.
+// One side's raw log decays over the chunk's positions: channels [c0, c0 + cols) into a tile, or
+// for one decay per step a column (dst[r * P]).
 template <class T, int kThreads, int P>
-__device__ void load_state_tile(T* dst, const T* src, CopyIssuers by = every_thread<kThreads>()) {
+__device__ void load_decays(T* dst, const Operand<const T>& g, int mode, const Place& p, int64_t p0, int rows,
+                            int64_t steps, int64_t c0, int cols, int64_t width) {
+  if (mode == kChannelDecay) load_tile<T, kThreads, P>(dst, g, p, p0, rows, steps, c0, cols, width);
+  else if (mode == kScalarDecay) load_tile<T, kThreads, P>(dst, g, p, p0, rows, steps, 0, 1, 1);
+}
+
+// A contiguous kWidth x kWidth state tile into shared rows of P (asynchronously).
+template <class T, int kThreads, int P>
+__device__ void load_state_tile(T* dst, const T* src) {
   constexpr int V = 16 / sizeof(T), vcols = kWidth / V;
-  for (int e = by.rank; e < kWidth * vcols; e += by.count) {
+  for (int e = threadIdx.x; e < kWidth * vcols; e += kThreads) {
     const int r = e / vcols, c = V * (e % vcols);
     cp_async16(dst + r * P + c, src + r * kWidth + c, 16);
   }
@@ -324,25 +321,20 @@ __device__ void load_state_tile(T* dst, const T* src, CopyIssuers by = every_thr
 // gate's forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 this way (docs/benchmarks.md).
 // The sums are LogDecaySums (log_decay_sum.cuh: double, or a pair of floats in a float32 scan),
 // each step floored: L[i] is the sum from the chunk's start through position t0 + i, total the sum
-// over the chunk. One decay per step is summed by every channel's threads alike; a side without
-// decay sums to 0.
-// Each thread reads its own decays from global memory into registers (fetch_decays), sums them,
-// then adds the totals of the segments before it (column_share): short independent chains, where
-// a warp per channel and a shuffle scan across its lanes waited on one dependent double-precision
-// step after another (a clock64 probe on an H200: 7,000 of a chunk_output block's 29,000 cycles;
-// docs/benchmarks.md). The segments' totals pass between the threads of one side only (a barrier
-// of that side's warps), so that nothing ties one side's sums to what the other side's threads do
-// meanwhile (prepare_chunk: the copies' issuers).
+// over the chunk. One decay per step (the raw tile's column 0) is
+// summed by every channel's threads alike; a side without decay sums to 0.
+// Each thread sums its own positions, then adds the totals of the segments before it: short
+// independent chains, where a warp per channel and a shuffle scan across its lanes waited on one
+// dependent double-precision step after another (a clock64 probe on an H200: 7,000 of a
+// chunk_output block's 29,000 cycles; docs/benchmarks.md).
 template <class T, int kThreads>
 struct ColumnShare {
   static constexpr int kColumns = 2 * kWidth, kSegments = kThreads / kColumns;
   static constexpr int kRows = Geometry<T>::kChunk / kSegments;
-  static constexpr int kSideThreads = kThreads / 2;
   static_assert(kSegments * kColumns == kThreads && kRows * kSegments == Geometry<T>::kChunk, "whole shares");
   static_assert(kWidth == 64 && kThreads % 256 == 0, "whole groups of four warps a side (column_share)");
   bool key_side;
   int c, t0, mode;
-  int rank;  // the thread's number among its side's threads
   LogDecaySum<T> L[kRows];
   LogDecaySum<T> total;
   // exp(L_last): the channel's decay over the whole chunk (1 without decay).
@@ -353,75 +345,37 @@ struct ColumnShare {
   __device__ __forceinline__ T from_start(int i) const { return mode == kNoDecay ? T(1) : L[i].exp_up(); }
 };
 
-// The thread's place in the shares (above); the sums are column_share's.
-template <class T, int kThreads>
-__device__ __forceinline__ ColumnShare<T, kThreads> column_place(int key_mode, int value_mode) {
+// The thread's ColumnShare of the raw decay tiles (load_decays: rows of P elements). `scratch`
+// takes kThreads LogDecaySums (8 bytes each in float32 and float64); every thread of the block must
+// call it (it holds a __syncthreads).
+template <class T, int kThreads, int P>
+__device__ ColumnShare<T, kThreads> column_share(const T* raw_k, int key_mode, const T* raw_v, int value_mode,
+                                                 LogDecaySum<T>* scratch) {
   using S = ColumnShare<T, kThreads>;
   S x;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   // Warps 0-3 the key side, 4-7 the value side, 8-11 the key side again, and so on (see above).
   const int side_warp = warp % 4 + 4 * (warp / 8);  // the warp's number among its side's warps
+  const int segment = side_warp / 2;
   x.key_side = warp / 4 % 2 == 0;
-  x.rank = 32 * side_warp + lane;
   x.c = 32 * (side_warp % 2) + lane;
-  x.t0 = side_warp / 2 * S::kRows;
+  const int column = (x.key_side ? 0 : kWidth) + x.c;
+  x.t0 = segment * S::kRows;
   x.mode = x.key_side ? key_mode : value_mode;
-  return x;
-}
-
-// The thread's raw log decays (its channel over its positions, 0 outside the sequence and the
-// channels), read into registers: a thread reads the very elements it sums, so that no barrier
-// stands between their arrival and its sums. Consecutive lanes read consecutive channels.
-template <class T, int kThreads>
-struct RawDecays {
-  T x[ColumnShare<T, kThreads>::kRows];
-};
-template <class T, int kThreads>
-__device__ __forceinline__ RawDecays<T, kThreads> fetch_decays(const ColumnShare<T, kThreads>& share,
-                                                               const ScanArgs<T>& a, const Place& p) {
-  RawDecays<T, kThreads> raw;
-  const Operand<const T>& g = share.key_side ? a.gk : a.gv;
-  const bool scalar = share.mode == kScalarDecay;
-  const int64_t width = scalar ? 1 : share.key_side ? a.dk : a.dv;
-  const int64_t channel = scalar ? 0 : kWidth * (share.key_side ? p.kt : p.vt) + share.c;
-  const int64_t first = p.index * Geometry<T>::kChunk + share.t0, base = g.offset(p.b, p.h, 0, 0) + channel;
-#pragma unroll
-  for (int i = 0; i < ColumnShare<T, kThreads>::kRows; ++i) {
-    const int64_t at = base + (first + i) * g.st;
-    const bool in = share.mode != kNoDecay && first + i < a.steps && channel < width;
-    raw.x[i] = !in ? T(0) : g.narrow != nullptr ? static_cast<T>(static_cast<float>(g.narrow[at])) : __ldg(g.ptr + at);
-  }
-  return raw;
-}
-
-// A barrier of one side's `count` threads (whole warps): barrier 1 for the key side, 2 for the
-// value side (0 is __syncthreads'). The ids are immediates, so that the kernels hold three barriers
-// rather than all sixteen.
-__device__ __forceinline__ void side_barrier(bool key_side, int count) {
-  if (key_side) asm volatile("bar.sync 1, %0;" ::"r"(count) : "memory");
-  else asm volatile("bar.sync 2, %0;" ::"r"(count) : "memory");
-}
-
-// The thread's sums (ColumnShare) of its raw decays. `scratch` takes kThreads LogDecaySums (8 bytes
-// each in float32 and float64); every thread of the block must call it (each side's threads meet
-// at a barrier of their own, 1 for the key side and 2 for the value side).
-template <class T, int kThreads>
-__device__ void column_share(ColumnShare<T, kThreads>& x, const RawDecays<T, kThreads>& raw,
-                             LogDecaySum<T>* scratch) {
-  using S = ColumnShare<T, kThreads>;
-  const int column = (x.key_side ? 0 : kWidth) + x.c, segment = x.t0 / S::kRows;
+  const T* raw = (x.key_side ? raw_k : raw_v) + (x.mode == kScalarDecay ? 0 : x.c);
   LogDecaySum<T> sum;
 #pragma unroll
   for (int i = 0; i < S::kRows; ++i) {
-    if (x.mode != kNoDecay) sum.add(max(raw.x[i], static_cast<T>(log_decay_floor<T>())));
+    if (x.mode != kNoDecay) sum.add(max(raw[(x.t0 + i) * P], static_cast<T>(log_decay_floor<T>())));
     x.L[i] = sum;
   }
   scratch[segment * S::kColumns + column] = sum;
-  side_barrier(x.key_side, S::kSideThreads);
+  __syncthreads();
   LogDecaySum<T> before;
   combine_segments(scratch + column, S::kColumns, S::kSegments, segment, before, x.total);
 #pragma unroll
   for (int i = 0; i < S::kRows; ++i) x.L[i] = x.L[i].plus(before);
+  return x;
 }
 
 // ---- the states in passes of their own: each chunk's update, then a scan over the chunks -------
@@ -459,16 +413,19 @@ __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const 
   return base + (p.chain * a.chunks + chunk) * 2 * kWidth;
 }
 
-// Both sides' factors over the chunk, applied in place, from the thread's share x of the sums
-// (column_share): rows of the side's `to_end` tile (null: none) are multiplied by
+// Both sides' factors over the chunk, applied in place: with L_t the decays summed from the
+// chunk's start through t, rows of the side's `to_end` tile (null: none) are multiplied by
 // exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] gets exp(L_last)
-// (1 without decay). The tiles may still be arriving in the thread's copies, which it waits for
-// once the factors are computed. The tiles end as the products take them (product_operand). Ends
-// with a __syncthreads.
+// (1 without decay). `scratch` takes kThreads LogDecaySums. The raw decays must be in shared memory;
+// the tiles may still be arriving in the thread's last group of copies (cp_async_commit), which it
+// waits for once the factors are computed. The tiles end as the products take them
+// (product_operand). Ends with a __syncthreads.
 template <class T, Products kProducts, int kThreads, int P>
-__device__ void apply_decays(const ColumnShare<T, kThreads>& x, T* key_to_end, T* key_from_start, T* key_last,
-                             T* value_to_end, T* value_from_start, T* value_last) {
+__device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last,
+                             const T* raw_v, int value_mode, T* value_to_end, T* value_from_start, T* value_last,
+                             LogDecaySum<T>* scratch) {
   using S = ColumnShare<T, kThreads>;
+  const S x = column_share<T, kThreads, P>(raw_k, key_mode, raw_v, value_mode, scratch);
   T* to_end = x.key_side ? key_to_end : value_to_end;
   T* from_start = x.key_side ? key_from_start : value_from_start;
   if (x.t0 == 0) (x.key_side ? key_last : value_last)[x.c] = x.chunk_decay();
@@ -502,17 +459,21 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
   T* sv = sk + C * P;                        // v, likewise
   T* sq = sv + C * P;                        // q, scaled from the chunk's start (W)
   T* sdo = sq + C * P;                       // dout, likewise
-  T* key_last = sdo + C * P;                 // exp(Lk_last), exp(Lv_last): kWidth each
+  T* sgk = sdo + C * P;                      // raw decays, then scratch
+  T* sgv = sgk + C * P;
+  T* key_last = sgv + C * P;                 // exp(Lk_last), exp(Lv_last): kWidth each
   T* value_last = key_last + kWidth;
-  auto* scratch = reinterpret_cast<LogDecaySum<T>*>(value_last + kWidth);  // N sums (column_share)
+  auto* scratch = reinterpret_cast<LogDecaySum<T>*>(value_last + kWidth);  // N sums (apply_decays)
 
   const Place p = place_of(a, a.chunks);
   const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
-  // The decays first: their sums and factors are computed while the tiles arrive.
-  ColumnShare<T, N> x = column_place<T, N>(a.key_mode, a.value_mode);
-  const RawDecays<T, N> raw = fetch_decays(x, a, p);
-  // A bfloat16 scan's tiles land after the sums (NarrowPiece), to be read after apply_decays'
-  // barrier.
+  // The decays first, in a group of their own: their sums and factors are computed while the tiles
+  // arrive (apply_decays).
+  load_decays<T, N, P>(sgk, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_decays<T, N, P>(sgv, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
+  cp_async_commit();
+  // A bfloat16 scan's tiles land after the first wait (NarrowPiece), to be read after
+  // apply_decays' barrier.
   NarrowPiece k_piece, v_piece, q_piece, do_piece;
   if (kForward) {
     k_piece = load_tile<T, N, P>(sk, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
@@ -522,12 +483,14 @@ __global__ void __launch_bounds__(32 * kUpdateWarps, 2) chunk_updates_kernel(Sca
     q_piece = load_tile<T, N, P>(sq, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
     do_piece = load_tile<T, N, P>(sdo, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
   }
-  column_share(x, raw, scratch);
+  cp_async_commit();
+  cp_async_wait_all_but_last();
+  __syncthreads();
   if constexpr (std::is_same_v<T, float>) {
     k_piece.land(sk), v_piece.land(sv), q_piece.land(sq), do_piece.land(sdo);
   }
-  apply_decays<T, kProducts, N, P>(x, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last,
-                                   kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last);
+  apply_decays<T, kProducts, N, P>(sgk, a.key_mode, kForward ? sk : nullptr, kBackward ? sq : nullptr, key_last, sgv,
+                        a.value_mode, kForward ? sv : nullptr, kBackward ? sdo : nullptr, value_last, scratch);
 
   const int w = threadIdx.x / 32, row0 = kSub * (w / kSplit);
   const Columns cols{kWidth / kSplit * (w % kSplit), 8};
@@ -728,7 +691,7 @@ __device__ __forceinline__ void round_state_tiles(const ChunkTiles<T>& s, bool b
 // that way. Fills key_last and value_last (exp(L_last) per channel) either way. When the state
 // passes between the blocks, it also leaves the operands of the chunk's own update of the state
 // (chunk_update) in place: the forward's U multiplies k and v decayed to the chunk's end, which go
-// to the w and z tiles (free until the products); the backward's W
+// to the w and z tiles (the raw decays' place, free once they are summed); the backward's W
 // multiplies q and dout decayed from the chunk's start, which a mild chunk's factored q+ and do+
 // are, and which go to w and z in any other chunk. A side without decay leaves its tile as it is,
 // but for the rounding: every tile the products read ends as they take it (product_operand).
@@ -738,53 +701,38 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   using G = Geometry<T>;
   constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads;
   const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
-  // The decays first, into registers: their sums, the chunk's way and its factors are computed
-  // while the tiles arrive.
-  ColumnShare<T, N> x = column_place<T, N>(a.key_mode, a.value_mode);
-  const RawDecays<T, N> raw = fetch_decays(x, a, p);
-  // Who issues the tiles' copies. An SM takes a block's copies no faster than memory delivers them,
-  // and a thread that issues waits with them: on an H200 the copies of a chunk_gradient block took
-  // 6,900 of its 44,000 cycles to issue, before any sum. So when exactly one side decays (the GLA
-  // gate), the other side's threads alone issue them, and the decaying side's sums and factors run
-  // meanwhile; nothing but the barrier that decides the chunk's way waits for both. Otherwise every
-  // thread issues, as a bfloat16 scan's threads do in any case (a piece a thread: NarrowPiece).
-  const bool narrow = a.q.narrow != nullptr || a.k.narrow != nullptr || a.v.narrow != nullptr ||
-                      (backward && a.dout.narrow != nullptr);
-  const bool one_side_decays = (a.key_mode == kNoDecay) != (a.value_mode == kNoDecay);
-  const bool split = one_side_decays && !narrow;
-  const CopyIssuers by = split ? CopyIssuers{x.rank, ColumnShare<T, N>::kSideThreads} : every_thread<N>();
-  NarrowPiece q_piece, k_piece, v_piece, do_piece;  // a bfloat16 scan's, to land after the sums
-  if (!split || x.mode == kNoDecay) {
-    q_piece = load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk, by);
-    k_piece = load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk, by);
-    v_piece = load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv, by);
-    if (backward || !kChained) load_state_tile<T, N, P>(s.h, state_tile(a.states, p, a.state_slots, p.index), by);
-    if (backward) {
-      do_piece = load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv, by);
-      if (!kChained) load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, p, a.dstate_slots, p.index), by);
-    }
+  // The decays first, in a group of their own: their sums, the chunk's way and its factors are
+  // computed while the tiles arrive.
+  load_decays<T, N, P>(s.w, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_decays<T, N, P>(s.z, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
+  cp_async_commit();
+  // A bfloat16 scan's tiles land after the first wait (NarrowPiece), to be read after the barriers
+  // below.
+  const NarrowPiece q_piece = load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
+  const NarrowPiece k_piece = load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
+  const NarrowPiece v_piece = load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
+  if (backward || !kChained) load_state_tile<T, N, P>(s.h, state_tile(a.states, p, a.state_slots, p.index));
+  NarrowPiece do_piece;
+  if (backward) {
+    do_piece = load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
+    if (!kChained) load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, p, a.dstate_slots, p.index));
   }
-  // The sums' scratch: the score stripes, unused until the products.
-  column_share(x, raw, reinterpret_cast<LogDecaySum<T>*>(s.stripes));
+  cp_async_commit();
+  cp_async_wait_all_but_last();
+  __syncthreads();
   if constexpr (std::is_same_v<T, float>) {
     q_piece.land(s.q), k_piece.land(s.k), v_piece.land(s.v);
     if (backward) do_piece.land(s.dout);
   }
+  // The sums' scratch: the score stripes, unused until the products.
+  auto* sums_scratch = reinterpret_cast<LogDecaySum<T>*>(s.stripes);
+  const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, sums_scratch);
   if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.chunk_decay();
-  // The factors exp(L_t) and exp(-L_t) a mild chunk takes, before the barrier that decides the
-  // chunk's way (a side whose decay exceeds kMildLogDecay leaves the chunk on the other way).
-  constexpr int R = ColumnShare<T, N>::kRows;
-  const bool side_mild = x.total.as_double() >= -kMildLogDecay;
-  T up[R], down[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    up[i] = down[i] = T(1);
-    if (side_mild && x.mode != kNoDecay) x.L[i].exp_both(up[i], down[i]);
-  }
-  const bool mild = __syncthreads_and(side_mild);
+  const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);
   // The update's operands that need a tile of their own (see above): the thread's channel over its
   // positions, times update_factor (each way below fills it: exp(L_t) backward, exp(L_last - L_s)
   // forward).
+  constexpr int R = ColumnShare<T, N>::kRows;
   const bool own_tile = kChained && x.mode != kNoDecay && (!backward || !mild);
   T* update_operand = x.key_side ? s.w : s.z;
   const T* update_source = x.key_side ? (backward ? s.q : s.k) : (backward ? s.dout : s.v);
@@ -827,15 +775,18 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     }
     return false;
   }
-  // Both sides' factors (above), and the factored operands q+ = q exp(Lk_t), k- = k exp(-Lk_s),
-  // v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors take the place of the log decays
-  // (ScaleFactors), which a mild chunk never stores; the operands wait for their tiles.
+  // The factors exp(L_t) and exp(-L_t) of both sides, and the factored operands q+ = q exp(Lk_t),
+  // k- = k exp(-Lk_s), v- = v exp(-Lv_s), do+ = do exp(Lv_t). The factors take the place of the
+  // log decays (ScaleFactors), which a mild chunk never stores; the operands wait for their tiles.
   // The forward's update factor exp(L_last - L_s) is exp(L_last) exp(-L_s), from factors at hand
   // (one rounding more, and one exponential fewer an element; a mild chunk's backward has none).
   const ScaleFactors<T> factors = mild_factors<T>(x.key_side ? s.Lk : s.Lv);
   const T chunk_decay = x.chunk_decay();
+  T up[R], down[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {
+    up[i] = down[i] = T(1);
+    if (x.mode != kNoDecay) x.L[i].exp_both(up[i], down[i]);
     update_factor[i] = own_tile ? chunk_decay * down[i] : T(1);
     factors.up[factors.at(x.t0 + i, x.c)] = up[i];
     if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];
@@ -1554,8 +1505,8 @@ void compute_states(ScanArgs<T>& a, int device, cudaStream_t stream, bool states
   a.updates = forward ? updates->as<T>() : nullptr;
   a.dupdates = kBackward ? dupdates->as<T>() : nullptr;
   a.decays = decays->as<T>();
-  const size_t bytes = sizeof(T) * (4 * Geometry<T>::kChunk * Geometry<T>::kPitch + 2 * kWidth) +
-                       sizeof(LogDecaySum<T>) * 32 * kUpdateWarps;
+  const size_t bytes = sizeof(T) * (6 * Geometry<T>::kChunk * Geometry<T>::kPitch + 2 * kWidth) +
+                       sizeof(double) * 32 * kUpdateWarps;
   const int64_t half = sub_problems(a) * a.sequences * kScanBlocks;
   if (!forward) {
     if constexpr (kBackward) {
