@@ -10,6 +10,8 @@
 #   TESTS     a GoogleTest filter run on every version first (default: the scan's tests)
 #   TESTED    the versions they run on (default: all), e.g. TESTED=tree when the others passed
 #             before; a name that is none of them (TESTED=none) runs no tests
+#   TARGETS   what each version builds (default: linea_tests linea_cli; linea_cli alone with
+#             TESTED=none saves most of the build)
 # Each version builds in /tmp/side_by_side/<name>; the JSON lines go to $OUT/<name>_<round>.jsonl.
 set -o pipefail
 source .gpu/env.sh
@@ -30,11 +32,12 @@ for name in "${names[@]}"; do
   elif [ -d .git ]; then git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$dir/"
   else tar --exclude=./.gpu --exclude='./build*' -cf - . | tar -xf - -C "$dir"; fi
   (cd "$dir" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINEA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-     > build.log 2>&1 && ninja -C build -j$jobs linea_tests linea_cli >> build.log 2>&1
+     > build.log 2>&1 && ninja -C build -j$jobs ${TARGETS:-linea_tests linea_cli} >> build.log 2>&1
    echo "$name: build rc=$? after $(( $(date +%s) - start )) s"; grep -E "error|FAILED" build.log | head -5) &
 done
 wait
 for name in ${TESTED:-${names[@]}}; do
+  [ -x /tmp/side_by_side/$name/build/tests/linea_tests ] || { echo "$name: no test program, no tests run"; continue; }
   timeout 300 /tmp/side_by_side/$name/build/tests/linea_tests --gtest_filter="$TESTS" > $OUT/${name}_tests.log 2>&1
   echo "$name: tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' $OUT/${name}_tests.log | tr '\n' ' ')"
 done
