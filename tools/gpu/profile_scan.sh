@@ -15,6 +15,10 @@ ncu --clock-control none --kernel-name "regex:$KERNELS" --launch-count ${COUNT:-
 echo "ncu rc=$?"
 ncu --import $OUT/scan.ncu-rep --print-summary none --page details 2>/dev/null |
   grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Shared Memory Config|Achieved Occupancy|Theoretical Occ|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Stall|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Executed Ipc A|Local Memory|Bank" | head -${LINES_MAX:-160}
+# Each launch's pipes, throughputs and stall reasons in one table (the details page above has the
+# pipes only as charts and no stall reasons).
+ncu --import $OUT/scan.ncu-rep --page raw --csv > $OUT/scan_raw.csv 2>/dev/null &&
+  python3 tools/gpu/ncu_pipes_stalls.py $OUT/scan_raw.csv
 # With SOURCE=1 (build with -DCMAKE_CUDA_FLAGS=-lineinfo): the stall samples by source line of the
 # first kernel that KERNELS matches.
 # With UNITS as well (blocks x chunks of that launch), where its instructions go, per block and chunk.
