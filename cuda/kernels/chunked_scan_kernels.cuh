@@ -321,8 +321,8 @@ __device__ void load_state_tile(T* dst, const T* src) {
 // gate's forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 this way (docs/benchmarks.md).
 // The sums are LogDecaySums (log_decay_sum.cuh: double, or a pair of floats in a float32 scan),
 // each step floored: L[i] is the sum from the chunk's start through position t0 + i, total the sum
-// over the chunk. One decay per step (the raw tile's column 0) is
-// summed by every channel's threads alike; a side without decay sums to 0.
+// over the chunk. One decay per step (the raw tile's column 0) is summed by every channel's
+// threads alike; a side without decay sums to 0.
 // Each thread sums its own positions, then adds the totals of the segments before it: short
 // independent chains, where a warp per channel and a shuffle scan across its lanes waited on one
 // dependent double-precision step after another (a clock64 probe on an H200: 7,000 of a
@@ -416,9 +416,9 @@ __device__ __forceinline__ T* chunk_decays(T* base, const ScanArgs<T>& a, const 
 // Both sides' factors over the chunk, applied in place: with L_t the decays summed from the
 // chunk's start through t, rows of the side's `to_end` tile (null: none) are multiplied by
 // exp(L_last - L_t) and rows of `from_start` (null: none) by exp(L_t); last[c] gets exp(L_last)
-// (1 without decay). `scratch` takes kThreads LogDecaySums. The raw decays must be in shared memory;
-// the tiles may still be arriving in the thread's last group of copies (cp_async_commit), which it
-// waits for once the factors are computed. The tiles end as the products take them
+// (1 without decay). `scratch` takes kThreads LogDecaySums. The raw decays must be in shared
+// memory; the tiles may still be arriving in the thread's last group of copies (cp_async_commit),
+// which it waits for once the factors are computed. The tiles end as the products take them
 // (product_operand). Ends with a __syncthreads.
 template <class T, Products kProducts, int kThreads, int P>
 __device__ void apply_decays(const T* raw_k, int key_mode, T* key_to_end, T* key_from_start, T* key_last,
