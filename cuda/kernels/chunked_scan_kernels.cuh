@@ -727,7 +727,8 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   // The sums' scratch: the score stripes, unused until the products.
   auto* sums_scratch = reinterpret_cast<LogDecaySum<T>*>(s.stripes);
   const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, sums_scratch);
-  if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = x.chunk_decay();
+  const T chunk_decay = x.chunk_decay();
+  if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = chunk_decay;
   const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);
   // The update's operands that need a tile of their own (see above): the thread's channel over its
   // positions, times update_factor (each way below fills it: exp(L_t) backward, exp(L_last - L_s)
@@ -781,7 +782,6 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   // The forward's update factor exp(L_last - L_s) is exp(L_last) exp(-L_s), from factors at hand
   // (one rounding more, and one exponential fewer an element; a mild chunk's backward has none).
   const ScaleFactors<T> factors = mild_factors<T>(x.key_side ? s.Lk : s.Lv);
-  const T chunk_decay = x.chunk_decay();
   T up[R], down[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {

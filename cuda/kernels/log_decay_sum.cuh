@@ -33,7 +33,7 @@ struct LogDecaySum<double> {
   LINEA_HD LogDecaySum minus(const LogDecaySum& b) const { return {value - b.value}; }
   LINEA_HD double as_double() const { return value; }
   LINEA_HD double exp_up() const { return exp(value); }  // exp(L)
-  LINEA_HD void exp_both(double& up, double& down) const { up = exp(value), down = exp(-value); }
+  LINEA_HD void exp_both(double& up, double& down) const { up = exp_up(), down = exp(-value); }
 };
 
 // float32: hi + lo, |lo| at most half an ulp of hi after plus and minus (between them, add leaves
@@ -62,7 +62,7 @@ struct LogDecaySum<float> {
   // exp(hi + lo) = exp(hi) exp(lo), and exp(lo) = 1 + lo to float rounding (|lo| < 4e-6).
   LINEA_HD float exp_up() const { return expf(hi) * (1.0f + lo); }
   LINEA_HD void exp_both(float& up, float& down) const {
-    up = expf(hi) * (1.0f + lo);
+    up = exp_up();
     down = expf(-hi) * (1.0f - lo);
   }
 
