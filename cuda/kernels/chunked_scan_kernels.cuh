@@ -311,14 +311,17 @@ __device__ void load_state_tile(T* dst, const T* src) {
   }
 }
 
-// A thread's share of both sides' cumulative log decays: one channel of one side over kRows
-// consecutive positions. The block's threads cover the two sides' kWidth channels (a warp's lanes
-// take 32 neighbouring channels, so that their shared loads and stores fall in different banks) in
-// kSegments segments of positions. The sides take alternate groups of four warps: a warp issues
-// from the SM's scheduler of its number mod 4, so each scheduler has warps of both sides, and when
-// only one side decays (the GLA gate) its sums, factors and operands have all four. In
-// alternate pairs of warps they had two of the four, and the other two idled: on an H200 the GLA
-// gate's forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 this way (docs/benchmarks.md).
+// A thread's share of the cumulative log decays: one channel of one side over kRows consecutive
+// positions. With kSides = 2 the block's threads cover both sides' kWidth channels; with kSides = 1
+// they all take the one side that decays (the GLA gate's key side, a value-side gate's value side),
+// and the other side, without decays, has only its tiles to round (prepare_chunk). A warp's lanes
+// take 32 neighbouring channels, so that their shared loads and stores fall in different banks, in
+// kSegments segments of positions. With two sides they take alternate groups of four warps: a warp
+// issues from the SM's scheduler of its number mod 4, so each scheduler has warps of both sides. In
+// alternate pairs of warps the sides had two of the four, and when only one side decayed the other
+// two idled: on an H200 the GLA gate's forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 with
+// groups of four (docs/benchmarks.md); with the whole block on its one decaying side, half the sums,
+// factors and operands a thread.
 // The sums are LogDecaySums (log_decay_sum.cuh: double, or a pair of floats in a float32 scan),
 // each step floored: L[i] is the sum from the chunk's start through position t0 + i, total the sum
 // over the chunk. One decay per step (the raw tile's column 0) is summed by every channel's
@@ -327,10 +330,11 @@ __device__ void load_state_tile(T* dst, const T* src) {
 // independent chains, where a warp per channel and a shuffle scan across its lanes waited on one
 // dependent double-precision step after another (a clock64 probe on an H200: 7,000 of a
 // chunk_output block's 29,000 cycles; docs/benchmarks.md).
-template <class T, int kThreads>
+template <class T, int kThreads, int kSides = 2>
 struct ColumnShare {
-  static constexpr int kColumns = 2 * kWidth, kSegments = kThreads / kColumns;
+  static constexpr int kColumns = kSides * kWidth, kSegments = kThreads / kColumns;
   static constexpr int kRows = Geometry<T>::kChunk / kSegments;
+  static_assert(kSides == 1 || kSides == 2, "one side or both");
   static_assert(kSegments * kColumns == kThreads && kRows * kSegments == Geometry<T>::kChunk, "whole shares");
   static_assert(kWidth == 64 && kThreads % 256 == 0, "whole groups of four warps a side (column_share)");
   bool key_side;
@@ -347,19 +351,21 @@ struct ColumnShare {
 
 // The thread's ColumnShare of the raw decay tiles (load_decays: rows of P elements). `scratch`
 // takes kThreads LogDecaySums (8 bytes each in float32 and float64); every thread of the block must
-// call it (it holds a __syncthreads).
-template <class T, int kThreads, int P>
-__device__ ColumnShare<T, kThreads> column_share(const T* raw_k, int key_mode, const T* raw_v, int value_mode,
-                                                 LogDecaySum<T>* scratch) {
-  using S = ColumnShare<T, kThreads>;
+// call it (it holds a __syncthreads). With kSides = 1 the key side is the one whose mode is not
+// kNoDecay.
+template <class T, int kThreads, int P, int kSides = 2>
+__device__ ColumnShare<T, kThreads, kSides> column_share(const T* raw_k, int key_mode, const T* raw_v, int value_mode,
+                                                         LogDecaySum<T>* scratch) {
+  using S = ColumnShare<T, kThreads, kSides>;
   S x;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  // Warps 0-3 the key side, 4-7 the value side, 8-11 the key side again, and so on (see above).
-  const int side_warp = warp % 4 + 4 * (warp / 8);  // the warp's number among its side's warps
+  // Two sides: warps 0-3 the key side, 4-7 the value side, 8-11 the key side again, and so on (see
+  // above). side_warp is the warp's number among its side's warps.
+  const int side_warp = kSides == 1 ? warp : warp % 4 + 4 * (warp / 8);
   const int segment = side_warp / 2;
-  x.key_side = warp / 4 % 2 == 0;
+  x.key_side = kSides == 1 ? key_mode != kNoDecay : warp / 4 % 2 == 0;
   x.c = 32 * (side_warp % 2) + lane;
-  const int column = (x.key_side ? 0 : kWidth) + x.c;
+  const int column = (x.key_side || kSides == 1 ? 0 : kWidth) + x.c;
   x.t0 = segment * S::kRows;
   x.mode = x.key_side ? key_mode : value_mode;
   const T* raw = (x.key_side ? raw_k : raw_v) + (x.mode == kScalarDecay ? 0 : x.c);
@@ -684,56 +690,26 @@ __device__ __forceinline__ void round_state_tiles(const ChunkTiles<T>& s, bool b
   }
 }
 
-// Loads what the per-chunk kernels read (q, k and the key side's decays over the key tile; v, and
-// in the backward dout, and the value side's decays over the value tile; the state before the
-// chunk and in the backward dh', except what pass_state hands over), sums the decays, and decides
-// the chunk's way (the file's header): returns whether it is mild, after rescaling the operands for
-// that way. Fills key_last and value_last (exp(L_last) per channel) either way. When the state
-// passes between the blocks, it also leaves the operands of the chunk's own update of the state
-// (chunk_update) in place: the forward's U multiplies k and v decayed to the chunk's end, which go
-// to the w and z tiles (the raw decays' place, free once they are summed); the backward's W
-// multiplies q and dout decayed from the chunk's start, which a mild chunk's factored q+ and do+
-// are, and which go to w and z in any other chunk. A side without decay leaves its tile as it is,
-// but for the rounding: every tile the products read ends as they take it (product_operand).
-// Ends with a __syncthreads.
-template <Products kProducts, bool kChained, class T>
-__device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
+// prepare_chunk's work once the decays have landed: their sums, the chunk's way (returned: mild or
+// not) and the tiles written as the products take them, the block's threads in ColumnShare<T, N,
+// kSides>. Ends with a __syncthreads.
+template <Products kProducts, bool kChained, int kSides, class T>
+__device__ bool factor_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, bool backward) {
   using G = Geometry<T>;
-  constexpr int C = G::kChunk, P = G::kPitch, LP = G::kLogPitch, N = G::kThreads;
-  const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
-  // The decays first, in a group of their own: their sums, the chunk's way and its factors are
-  // computed while the tiles arrive.
-  load_decays<T, N, P>(s.w, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
-  load_decays<T, N, P>(s.z, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
-  cp_async_commit();
-  // A bfloat16 scan's tiles land after the first wait (NarrowPiece), to be read after the barriers
-  // below.
-  const NarrowPiece q_piece = load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
-  const NarrowPiece k_piece = load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
-  const NarrowPiece v_piece = load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
-  if (backward || !kChained) load_state_tile<T, N, P>(s.h, state_tile(a.states, p, a.state_slots, p.index));
-  NarrowPiece do_piece;
-  if (backward) {
-    do_piece = load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
-    if (!kChained) load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, p, a.dstate_slots, p.index));
-  }
-  cp_async_commit();
-  cp_async_wait_all_but_last();
-  __syncthreads();
-  if constexpr (std::is_same_v<T, float>) {
-    q_piece.land(s.q), k_piece.land(s.k), v_piece.land(s.v);
-    if (backward) do_piece.land(s.dout);
-  }
+  constexpr int P = G::kPitch, LP = G::kLogPitch, N = G::kThreads;
   // The sums' scratch: the score stripes, unused until the products.
   auto* sums_scratch = reinterpret_cast<LogDecaySum<T>*>(s.stripes);
-  const ColumnShare<T, N> x = column_share<T, N, P>(s.w, a.key_mode, s.z, a.value_mode, sums_scratch);
+  const ColumnShare<T, N, kSides> x = column_share<T, N, P, kSides>(s.w, a.key_mode, s.z, a.value_mode, sums_scratch);
   const T chunk_decay = x.chunk_decay();
   if (x.t0 == 0) (x.key_side ? s.key_last : s.value_last)[x.c] = chunk_decay;
+  // With one side the thread also has the same channel and positions of the other side, which does
+  // not decay: factors of 1 and its tiles rounded.
+  if (kSides == 1 && x.t0 == 0) (x.key_side ? s.value_last : s.key_last)[x.c] = T(1);
   const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);
-  // The update's operands that need a tile of their own (see above): the thread's channel over its
-  // positions, times update_factor (each way below fills it: exp(L_t) backward, exp(L_last - L_s)
+  // The update's operands that need a tile of their own (prepare_chunk's comment): the thread's
+  // channel over its positions, times update_factor (each way below fills it: exp(L_t) backward, exp(L_last - L_s)
   // forward).
-  constexpr int R = ColumnShare<T, N>::kRows;
+  constexpr int R = ColumnShare<T, N, kSides>::kRows;
   const bool own_tile = kChained && x.mode != kNoDecay && (!backward || !mild);
   T* update_operand = x.key_side ? s.w : s.z;
   const T* update_source = x.key_side ? (backward ? s.q : s.k) : (backward ? s.dout : s.v);
@@ -743,6 +719,8 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   // v alone forward).
   T* first = x.key_side ? s.q : s.v;
   T* second = x.key_side ? s.k : (backward ? s.dout : nullptr);
+  T* still_first = x.key_side ? s.v : s.q;
+  T* still_second = x.key_side ? (backward ? s.dout : nullptr) : s.k;
   // Writes the thread's elements of the update's own tile (from its source before that is
   // factored) and, when they are scaled or rounded, of its side's tiles (times first_factor(i) and
   // second_factor(i) when `scaled`), as the products take them. Once the tiles have landed.
@@ -755,6 +733,10 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
         first[e] = product_operand<kProducts>(scaled ? first[e] * first_factor(i) : first[e]);
         if (second != nullptr)
           second[e] = product_operand<kProducts>(scaled ? second[e] * second_factor(i) : second[e]);
+      }
+      if (kSides == 1 && kRound) {
+        still_first[e] = product_operand<kProducts>(still_first[e]);
+        if (still_second != nullptr) still_second[e] = product_operand<kProducts>(still_second[e]);
       }
     }
   };
@@ -790,6 +772,11 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     update_factor[i] = own_tile ? chunk_decay * down[i] : T(1);
     factors.up[factors.at(x.t0 + i, x.c)] = up[i];
     if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];
+    if constexpr (kSides == 1) {
+      const ScaleFactors<T> still = mild_factors<T>(x.key_side ? s.Lv : s.Lk);
+      still.up[still.at(x.t0 + i, x.c)] = T(1);
+      if constexpr (ScaleFactors<T>::kKeepsInverse) still.down[still.at(x.t0 + i, x.c)] = T(1);
+    }
   }
   cp_async_wait_all();
   __syncthreads();
@@ -800,6 +787,52 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
   round_state_tiles<kProducts, kChained>(s, backward);
   __syncthreads();
   return true;
+}
+
+// Loads what the per-chunk kernels read (q, k and the key side's decays over the key tile; v, and
+// in the backward dout, and the value side's decays over the value tile; the state before the
+// chunk and in the backward dh', except what pass_state hands over), sums the decays, and decides
+// the chunk's way (the file's header): returns whether it is mild, after rescaling the operands for
+// that way. Fills key_last and value_last (exp(L_last) per channel) either way. When the state
+// passes between the blocks, it also leaves the operands of the chunk's own update of the state
+// (chunk_update) in place: the forward's U multiplies k and v decayed to the chunk's end, which go
+// to the w and z tiles (the raw decays' place, free once they are summed); the backward's W
+// multiplies q and dout decayed from the chunk's start, which a mild chunk's factored q+ and do+
+// are, and which go to w and z in any other chunk. A side without decay leaves its tile as it is,
+// but for the rounding: every tile the products read ends as they take it (product_operand).
+// Ends with a __syncthreads.
+template <Products kProducts, bool kChained, class T>
+__device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p, bool backward) {
+  using G = Geometry<T>;
+  constexpr int C = G::kChunk, P = G::kPitch, N = G::kThreads;
+  const int64_t p0 = p.index * C, kc = kWidth * p.kt, vc = kWidth * p.vt;
+  // The decays first, in a group of their own: their sums, the chunk's way and its factors are
+  // computed while the tiles arrive.
+  load_decays<T, N, P>(s.w, a.gk, a.key_mode, p, p0, C, a.steps, kc, kWidth, a.dk);
+  load_decays<T, N, P>(s.z, a.gv, a.value_mode, p, p0, C, a.steps, vc, kWidth, a.dv);
+  cp_async_commit();
+  // A bfloat16 scan's tiles land after the first wait (NarrowPiece), to be read after the barriers
+  // below.
+  const NarrowPiece q_piece = load_tile<T, N, P>(s.q, a.q, p, p0, C, a.steps, kc, kWidth, a.dk);
+  const NarrowPiece k_piece = load_tile<T, N, P>(s.k, a.k, p, p0, C, a.steps, kc, kWidth, a.dk);
+  const NarrowPiece v_piece = load_tile<T, N, P>(s.v, a.v, p, p0, C, a.steps, vc, kWidth, a.dv);
+  if (backward || !kChained) load_state_tile<T, N, P>(s.h, state_tile(a.states, p, a.state_slots, p.index));
+  NarrowPiece do_piece;
+  if (backward) {
+    do_piece = load_tile<T, N, P>(s.dout, a.dout, p, p0, C, a.steps, vc, kWidth, a.dv);
+    if (!kChained) load_state_tile<T, N, P>(s.dh, state_tile(a.dstates, p, a.dstate_slots, p.index));
+  }
+  cp_async_commit();
+  cp_async_wait_all_but_last();
+  __syncthreads();
+  if constexpr (std::is_same_v<T, float>) {
+    q_piece.land(s.q), k_piece.land(s.k), v_piece.land(s.v);
+    if (backward) do_piece.land(s.dout);
+  }
+  // When one side decays (the GLA gate, a value-side gate) the whole block takes it: on an H200 ...
+  const bool one_side = (a.key_mode == kNoDecay) != (a.value_mode == kNoDecay);
+  return one_side ? factor_chunk<kProducts, kChained, 1>(s, a, backward)
+                  : factor_chunk<kProducts, kChained, 2>(s, a, backward);
 }
 
 // Calls f(n, e, position, channel) for every element of the warp's accumulator of a 64-channel
