@@ -320,8 +320,9 @@ __device__ void load_state_tile(T* dst, const T* src) {
 // issues from the SM's scheduler of its number mod 4, so each scheduler has warps of both sides. In
 // alternate pairs of warps the sides had two of the four, and when only one side decayed the other
 // two idled: on an H200 the GLA gate's forward at T = 16k took 1.74-1.76 ms so and 1.61-1.62 with
-// groups of four (docs/benchmarks.md); with the whole block on its one decaying side, half the sums,
-// factors and operands a thread.
+// groups of four. With the whole block on the one decaying side, each thread has half the sums,
+// factors and operands: its fwd+bwd took 4.27-4.34 ms against 4.60-4.64 (docs/benchmarks.md). One
+// layout for every gate, each thread a channel of both sides, measured 5% slower for the GLA gate.
 // The sums are LogDecaySums (log_decay_sum.cuh: double, or a pair of floats in a float32 scan),
 // each step floored: L[i] is the sum from the chunk's start through position t0 + i, total the sum
 // over the chunk. One decay per step (the raw tile's column 0) is summed by every channel's
@@ -351,8 +352,8 @@ struct ColumnShare {
 
 // The thread's ColumnShare of the raw decay tiles (load_decays: rows of P elements). `scratch`
 // takes kThreads LogDecaySums (8 bytes each in float32 and float64); every thread of the block must
-// call it (it holds a __syncthreads). With kSides = 1 the key side is the one whose mode is not
-// kNoDecay.
+// call it (it holds a __syncthreads). With kSides = 1 every thread takes the side whose mode is not
+// kNoDecay (key_side says which).
 template <class T, int kThreads, int P, int kSides = 2>
 __device__ ColumnShare<T, kThreads, kSides> column_share(const T* raw_k, int key_mode, const T* raw_v, int value_mode,
                                                          LogDecaySum<T>* scratch) {
@@ -707,8 +708,8 @@ __device__ bool factor_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, bool 
   if (kSides == 1 && x.t0 == 0) (x.key_side ? s.value_last : s.key_last)[x.c] = T(1);
   const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);
   // The update's operands that need a tile of their own (prepare_chunk's comment): the thread's
-  // channel over its positions, times update_factor (each way below fills it: exp(L_t) backward, exp(L_last - L_s)
-  // forward).
+  // channel over its positions, times update_factor (each way below fills it: exp(L_t) backward,
+  // exp(L_last - L_s) forward).
   constexpr int R = ColumnShare<T, N, kSides>::kRows;
   const bool own_tile = kChained && x.mode != kNoDecay && (!backward || !mild);
   T* update_operand = x.key_side ? s.w : s.z;
@@ -829,7 +830,7 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     q_piece.land(s.q), k_piece.land(s.k), v_piece.land(s.v);
     if (backward) do_piece.land(s.dout);
   }
-  // When one side decays (the GLA gate, a value-side gate) the whole block takes it: on an H200 ...
+  // When one side decays (the GLA gate, a value-side gate) the whole block takes it (ColumnShare).
   const bool one_side = (a.key_mode == kNoDecay) != (a.value_mode == kNoDecay);
   return one_side ? factor_chunk<kProducts, kChained, 1>(s, a, backward)
                   : factor_chunk<kProducts, kChained, 2>(s, a, backward);

@@ -66,8 +66,8 @@ AFTER = [
     ("  if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{});\n", None),
     # prepare_chunk
     (ISSUED, None),
-    ("  const bool mild = __syncthreads_and(x.total >= -kMildLogDecay);\n", "  PHASE(18);\n"),
-    ("    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];\n  }\n",
+    ("  const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);\n", "  PHASE(18);\n"),
+    ("      if constexpr (ScaleFactors<T>::kKeepsInverse) still.down[still.at(x.t0 + i, x.c)] = T(1);\n    }\n  }\n",
      "  PHASE(19);\n"),
     ("  cp_async_wait_all();\n  __syncthreads();\n  if (x.mode != kNoDecay || kRound) {", None),
     ("  round_state_tiles<kProducts, kChained>(s, backward);\n  __syncthreads();\n  return true;\n", None),
