@@ -720,6 +720,7 @@ __device__ bool factor_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, bool 
   // v alone forward).
   T* first = x.key_side ? s.q : s.v;
   T* second = x.key_side ? s.k : (backward ? s.dout : nullptr);
+  // With one side, the other side's tiles at the same elements: only rounded.
   T* still_first = x.key_side ? s.v : s.q;
   T* still_second = x.key_side ? (backward ? s.dout : nullptr) : s.k;
   // Writes the thread's elements of the update's own tile (from its source before that is
