@@ -46,4 +46,10 @@ inline bool scan_state_pass_named(std::string_view name, ScanStatePass* pass) {
 void set_scan_state_pass(ScanStatePass pass);
 ScanStatePass scan_state_pass();
 
+// The most blocks a chained launch of the chunked scan runs when its blocks are persistent (each
+// takes chunk after chunk: chunked_scan_kernels.cuh, for_block_chunk); 0, the default, is as many
+// as the GPU holds at once. The tests set a few, so that every block takes many chunks.
+void set_scan_persistent_blocks(int most);
+int scan_persistent_blocks();
+
 }  // namespace linea::cuda

@@ -37,5 +37,7 @@ void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
 void set_scan_state_pass(ScanStatePass pass) { g_scan_state_pass.store(pass); }
 ScanStatePass scan_state_pass() { return g_scan_state_pass.load(); }
+void set_scan_persistent_blocks(int) {}
+int scan_persistent_blocks() { return 0; }
 
 }  // namespace linea::cuda

@@ -66,6 +66,13 @@ ScanStatePass scan_state_pass() {
   return static_cast<ScanStatePass>(state);
 }
 
+namespace {
+std::atomic<int> g_scan_persistent_blocks{0};
+}  // namespace
+
+void set_scan_persistent_blocks(int most) { g_scan_persistent_blocks.store(most < 0 ? 0 : most); }
+int scan_persistent_blocks() { return g_scan_persistent_blocks.load(); }
+
 void chunked_scan_forward(const ScanTensors& in, const Tensor& out, const Tensor& final_state, Tensor* kept,
                           int device, cudaStream_t stream) {
   const Tensor q = readable(in.q), k = readable(in.k), v = readable(in.v), gk = readable(in.gk), gv = readable(in.gv);

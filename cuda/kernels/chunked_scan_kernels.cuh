@@ -192,6 +192,11 @@ template <class T>
 __device__ __forceinline__ Place place_of(const ScanArgs<T>& a, int64_t count, int64_t block = blockIdx.x) {
   return place_in_chain(a, block / count, block % count);
 }
+// The tickets of a launch whose state passes between the blocks: one per chunk of every chain.
+template <class T>
+__host__ __device__ __forceinline__ int64_t chained_tickets(const ScanArgs<T>& a) {
+  return static_cast<int64_t>(a.key_tiles) * a.value_tiles * a.sequences * a.chunks;
+}
 // A per-chunk block's place from its ticket when the state passes between the blocks (pass_state).
 template <class T>
 __device__ __forceinline__ Place place_of_ticket(const ScanArgs<T>& a, unsigned ticket, bool backward) {
@@ -1075,6 +1080,19 @@ __device__ void pass_state(const StateUpdate<T>& update, T* tile, const ChunkTil
   if (tile != nullptr) __syncthreads();
 }
 
+// A persistent block's next ticket (for_block_chunk): asked for once while it works on a chunk,
+// where the body says (ask), and read when the chunk is done (thread 0's). Asked for too early, it
+// would tie the next chunk to this block while other blocks finish first; too late, its trip
+// through L2 shows. One-block-a-chunk launches have none (a null counter).
+struct TicketAhead {
+  unsigned* counter = nullptr;
+  unsigned value = 0;
+  bool asked = false;
+  __device__ __forceinline__ void ask() {
+    if (counter != nullptr && threadIdx.x == 0 && !asked) value = atomicAdd(counter, 1u), asked = true;
+  }
+};
+
 // ---- chunk_output ----------------------------------------------------------------------------
 
 // The chunk's outputs once prepare_chunk has run, for a mild chunk (kMild) or any other. The way is
@@ -1083,7 +1101,8 @@ __device__ void pass_state(const StateUpdate<T>& update, T* tile, const ChunkTil
 // the decayed branches (a kernel holding both ways ran out of the instruction cache: ncu's
 // "no instruction" was its largest stall).
 template <class T, Products kProducts, bool kMild, bool kChained>
-__device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
+__device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p,
+                                                  TicketAhead& next) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch;
   const WarpPart w = warp_part();
@@ -1119,26 +1138,57 @@ __device__ __forceinline__ void chunk_output_body(const ChunkTiles<T>& s, const 
   store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);
 }
 
-// The start of both per-chunk kernels: the block's chunk, its tiles loaded (prepare_chunk), then
-// body(tiles, place, way) with the chunk's way as a type: std::true_type for a mild chunk.
-template <Products kProducts, bool kChained, class T, class Body>
+// Both per-chunk kernels around their bodies: the block's chunk, its tiles loaded (prepare_chunk),
+// then body(tiles, place, way, next) with the chunk's way as a type (std::true_type for a mild
+// chunk) and the block's next ticket (TicketAhead, when it has one). A block takes one chunk,
+// from its blockIdx or, when the state passes between the blocks, from its ticket; or, with
+// kPersistent, the launch has as many blocks as the GPU holds at once (persistent_grid), each taking
+// chunk after chunk by ticket until the tickets run out. A persistent block asks for its next
+// ticket while it works on a chunk (the forward as it starts one, the backward once dq is
+// stored), so that the counter's trip through L2 overlaps the chunk's work: a block taking its
+// ticket as it started spent about 1,500 of a forward chunk's 20,000 cycles on it
+// (docs/benchmarks.md). Holding that ticket while it works on the one before keeps the chain's
+// order safe (chunk_chain.cuh): the held ticket is larger than the one worked on, so the smallest
+// ticket worked on never waits for a held one (tests/cuda/chain_order_test.cpp runs it so).
+template <Products kProducts, bool kChained, bool kPersistent, class T, class Body>
 __device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backward, const Body& body) {
+  static_assert(kChained || !kPersistent, "persistent blocks take their chunks by ticket");
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const ChunkTiles<T> s(smem_bytes, backward);
-  Place p;
-  if constexpr (kChained) p = place_of_ticket(a, take_ticket(a.chain.tickets), backward);
-  else p = place_of(a, a.chunks);
-  if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{});
-  else body(s, p, std::false_type{});
+  auto run = [&](const Place& p, TicketAhead& next) {
+    if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{}, next);
+    else body(s, p, std::false_type{}, next);
+  };
+  TicketAhead none;
+  if constexpr (!kChained) {
+    run(place_of(a, a.chunks), none);
+  } else if constexpr (!kPersistent) {
+    run(place_of_ticket(a, take_ticket(a.chain.tickets), backward), none);
+  } else {
+    __shared__ unsigned next_ticket;
+    const unsigned tickets = static_cast<unsigned>(chained_tickets(a));
+    for (unsigned ticket = take_ticket(a.chain.tickets); ticket < tickets;) {
+      TicketAhead next{a.chain.tickets};
+      if (!backward) next.ask();
+      run(place_of_ticket(a, ticket, backward), next);
+      next.ask();  // where the body did not
+      if (threadIdx.x == 0) next_ticket = next.value;
+      // Also every thread's last reads of the tiles before the next chunk's copies land on them.
+      __syncthreads();
+      ticket = next_ticket;
+    }
+  }
 }
 
-// One block per (sub-problem, sequence, chunk): o for the chunk's positions over the value tile,
-// from the key tile (a partial sum when there are several key tiles). Warp a: rows 16 a ... 16 a + 15.
-template <class T, Products kProducts, bool kChained>
+// One block per (sub-problem, sequence, chunk), or persistent blocks taking chunk after chunk: o for
+// the chunk's positions over the value tile, from the key tile (a partial sum when there are
+// several key tiles). Warp a: rows 16 a ... 16 a + 15.
+template <class T, Products kProducts, bool kChained, bool kPersistent>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_output_kernel(ScanArgs<T> a) {
-  for_block_chunk<kProducts, kChained>(a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_output_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
-  });
+  for_block_chunk<kProducts, kChained, kPersistent>(
+      a, false, [&](const ChunkTiles<T>& s, const Place& p, auto mild, TicketAhead& next) {
+        chunk_output_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p, next);
+      });
 }
 
 // ---- chunk_gradient ----------------------------------------------------------------------------
@@ -1309,7 +1359,8 @@ __device__ void input_gradient(T (&dx)[kChannelTiles][4], DecayTerms<T>& terms, 
 // factors meet. Each side's causal scores serve its forward-in-time product and, read transposed,
 // its backward-in-time one (input_gradient).
 template <class T, Products kProducts, bool kMild, bool kChained>
-__device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p) {
+__device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, const ScanArgs<T>& a, const Place& p,
+                                                    TicketAhead& next) {
   using G = Geometry<T>;
   constexpr int P = G::kPitch, N = G::kThreads;
   const int64_t kc = kWidth * p.kt, vc = kWidth * p.vt;
@@ -1383,6 +1434,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
     acc[n][e] = kMild ? dq * key.from_start(t, i) : dq;
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
+  next.ask();  // with dk and dgk still to come (for_block_chunk)
   input_gradient<kProducts, true>(acc, terms, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
   write_decay_gradient(terms, s.gk_state, s.key_last, a.key_mode, a.grad_gk, p, w,
@@ -1390,11 +1442,12 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
 }
 
 // One block per (sub-problem, sequence, chunk): chunk_gradient_body after prepare_chunk.
-template <class T, Products kProducts, bool kChained>
+template <class T, Products kProducts, bool kChained, bool kPersistent>
 __global__ void __launch_bounds__(Geometry<T>::kThreads, 1) chunk_gradient_kernel(ScanArgs<T> a) {
-  for_block_chunk<kProducts, kChained>(a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild) {
-    chunk_gradient_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p);
-  });
+  for_block_chunk<kProducts, kChained, kPersistent>(
+      a, true, [&](const ChunkTiles<T>& s, const Place& p, auto mild, TicketAhead& next) {
+        chunk_gradient_body<T, kProducts, decltype(mild)::value, kChained>(s, a, p, next);
+      });
 }
 
 // out (strided) = the sum of n_parts contiguous (sequences, steps, width) partial results, in
@@ -1525,6 +1578,47 @@ dim3 chunk_grid(const ScanArgs<T>& a) {
   return dim3(static_cast<unsigned>(sub_problems(a) * a.sequences * a.chunks));
 }
 
+// The persistent blocks of a per-chunk launch whose state passes between them (for_block_chunk):
+// as many as the device holds at once (at most scan_persistent_blocks(), when set), and no more
+// than there are chunks.
+template <class T, class Kernel>
+dim3 persistent_grid(const ScanArgs<T>& a, Kernel kernel, size_t bytes, int device, const char* op) {
+  allow_shared_bytes(kernel, bytes, op);
+  int per_sm = 0;
+  LINEA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Geometry<T>::kThreads, bytes), op);
+  int64_t blocks = std::max<int64_t>(1, int64_t{per_sm} * sm_count(device));
+  if (scan_persistent_blocks() > 0) blocks = std::min<int64_t>(blocks, scan_persistent_blocks());
+  return dim3(static_cast<unsigned>(std::min(blocks, chained_tickets(a))));
+}
+
+// Whether a launch whose state passes between its blocks makes them persistent: when exactly one
+// side decays (the GLA gate, a value-side gate). Measured on H200s at B=8, H=8, d=64 (forward +
+// backward, docs/benchmarks.md), persistent blocks ran the GLA gate 4-5% faster at T = 16k and
+// ReGLA's gate, both sides decaying, 6-8% slower. The loop over chunks costs registers (both
+// kernels take the 128 the block allows, with 8 bytes spilled, against 107 and 111), which the
+// kernels of one chunk a block, compiled apart, do not pay.
+template <class T>
+bool persistent_blocks(const ScanArgs<T>& a) {
+  return (a.key_mode == kNoDecay) != (a.value_mode == kNoDecay);
+}
+
+// Launches one of the per-chunk kernels (kernel<kChained, kPersistent>) over every chunk: a block
+// a chunk, or persistent blocks (above).
+template <class T, class Kernels>
+void launch_per_chunk(const ScanArgs<T>& a, bool chained, size_t bytes, int device, cudaStream_t stream,
+                      const char* op, const Kernels& kernels) {
+  if (chained && persistent_blocks(a)) {
+    const auto kernel = kernels(std::true_type{}, std::true_type{});
+    launch_kernel(kernel, persistent_grid(a, kernel, bytes, device, op), Geometry<T>::kThreads, bytes, stream, op, a);
+  } else if (chained) {
+    launch_kernel(kernels(std::true_type{}, std::false_type{}), chunk_grid(a), Geometry<T>::kThreads, bytes, stream,
+                  op, a);
+  } else {
+    launch_kernel(kernels(std::false_type{}, std::false_type{}), chunk_grid(a), Geometry<T>::kThreads, bytes, stream,
+                  op, a);
+  }
+}
+
 // ScanStatePass::kKernels: the states before every chunk (a.states) and, with kBackward, their
 // gradients after every chunk (a.dstates): each chunk's updates in parallel, then the scans over
 // chunks. With states_known (the forward kept them) only the gradients' half of both runs. The
@@ -1591,8 +1685,10 @@ int64_t states_elements(const ScanArgs<T>& a) {
 template <class T, Products kProducts>
 void run_chunk_output(ScanArgs<T>& a, bool chained, int device, cudaStream_t stream) {
   const std::unique_ptr<DeviceBuffer> counters = chained ? start_chain(a, device, stream, "gated_scan") : nullptr;
-  launch_kernel(chained ? chunk_output_kernel<T, kProducts, true> : chunk_output_kernel<T, kProducts, false>,
-                chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(false), stream, "gated_scan", a);
+  launch_per_chunk(a, chained, ChunkTiles<T>::bytes(false), device, stream, "gated_scan",
+                   [](auto kChained, auto kPersistent) {
+                     return chunk_output_kernel<T, kProducts, decltype(kChained)::value, decltype(kPersistent)::value>;
+                   });
   a.chain = {};
 }
 
@@ -1674,9 +1770,10 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   a.grad_gv = dgv.operand();
   const std::unique_ptr<DeviceBuffer> counters =
       chained ? start_chain(a, device, stream, "gated_scan_backward") : nullptr;
-  launch_kernel(chained ? chunk_gradient_kernel<T, kProducts, true> : chunk_gradient_kernel<T, kProducts, false>,
-                chunk_grid(a), Geometry<T>::kThreads, ChunkTiles<T>::bytes(true),
-                stream, "gated_scan_backward", a);
+  launch_per_chunk(a, chained, ChunkTiles<T>::bytes(true), device, stream, "gated_scan_backward",
+                   [](auto kChained, auto kPersistent) {
+                     return chunk_gradient_kernel<T, kProducts, decltype(kChained)::value, decltype(kPersistent)::value>;
+                   });
   for (const Output<T>* x : {&dq, &dk, &dv, &dgk, &dgv}) x->add(stream, device);
 }
 

@@ -9,8 +9,8 @@ bool tf32_available() {
   // The PTX the loaded kernels came from: compute_80 or newer has the mma instructions.
   static const bool available = [] {
     cudaFuncAttributes attributes{};
-    return cudaFuncGetAttributes(&attributes, chunk_output_kernel<float, Products::kTF32, false>) == cudaSuccess &&
-           attributes.ptxVersion >= 80;
+    const auto kernel = chunk_output_kernel<float, Products::kTF32, false, false>;
+    return cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 80;
   }();
   return available;
 }

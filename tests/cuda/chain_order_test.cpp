@@ -25,6 +25,9 @@ using Tags = std::function<uint32_t(int64_t position)>;
 struct ChainRun {
   int64_t chains, chunks, resident;
   bool backward;
+  // Persistent blocks (chunked_scan_kernels.cuh: for_block_chunk): `resident` blocks, each taking
+  // chunk after chunk, asking for its next ticket at some moment while it works on one.
+  bool persistent = false;
 };
 
 // Each chain's inputs (what enters its first link, each chunk's decay and update) and what the
@@ -55,38 +58,52 @@ struct Block {
   ChainPlace place;
   int phase;  // the protocol's step it is at
   double in;  // what it read
+  int64_t held = -1;  // a persistent block's next ticket, once asked for
 };
 
 // Runs every block once: they start in ticket order while fewer than r.resident are running, and
 // one random action at a time is taken among starting the next block and letting a block that
 // can (`can_go`) take its step (`step`: false with `failure` set when it went wrong). A block is
-// done once its phase reaches `phases`.
+// done once its phase reaches `phases`. Persistent blocks (r.persistent): r.resident of them start,
+// and one more kind of action is a block's asking for its next ticket (at the latest when its
+// chunk is done); a block done with its chunk takes the held ticket's chunk, or stops when the
+// tickets have run out.
 ::testing::AssertionResult run_blocks(const ChainRun& r, const Order& order, std::mt19937_64& gen, int phases,
                                       const std::function<bool(const Block&)>& can_go,
                                       const std::function<bool(Block&, std::string& failure)>& step) {
   std::vector<Block> active;
-  int64_t next_ticket = 0, finished = 0;
+  int64_t next_ticket = 0, finished = 0, started = 0;
   const int64_t blocks = r.chains * r.chunks;
   while (finished < blocks) {
-    std::vector<int64_t> can_step;
-    for (size_t b = 0; b < active.size(); ++b)
+    std::vector<int64_t> can_step, can_ask;
+    for (size_t b = 0; b < active.size(); ++b) {
       if (can_go(active[b])) can_step.push_back(static_cast<int64_t>(b));
-    const bool can_start = next_ticket < blocks && static_cast<int64_t>(active.size()) < r.resident;
+      if (r.persistent && active[b].held < 0) can_ask.push_back(static_cast<int64_t>(b));
+    }
+    const int64_t running = r.persistent ? started : static_cast<int64_t>(active.size());
+    const bool can_start = next_ticket < blocks && running < r.resident;
     if (can_step.empty() && !can_start)
       return ::testing::AssertionFailure()
              << "deadlock: " << active.size() << " blocks wait, " << blocks - next_ticket << " never started";
-    const int64_t choice =
-        std::uniform_int_distribution<int64_t>(0, static_cast<int64_t>(can_step.size()) - !can_start)(gen);
-    if (choice == static_cast<int64_t>(can_step.size())) {
+    const int64_t steps = static_cast<int64_t>(can_step.size()), asks = static_cast<int64_t>(can_ask.size());
+    const int64_t choice = std::uniform_int_distribution<int64_t>(0, steps + asks - !can_start)(gen);
+    if (choice == steps + asks) {
       active.push_back({order(next_ticket++), 0, 0.0});
+      ++started;
+      continue;
+    }
+    if (choice >= steps) {
+      active[can_ask[choice - steps]].held = next_ticket++;
       continue;
     }
     Block& k = active[can_step[choice]];
     std::string failure;
     if (!step(k, failure)) return ::testing::AssertionFailure() << failure;
     if (++k.phase == phases) {
-      active.erase(active.begin() + can_step[choice]);
       ++finished;
+      if (r.persistent && k.held < 0) k.held = next_ticket++;
+      if (r.persistent && k.held < blocks) k = {order(k.held), 0, 0.0};
+      else active.erase(active.begin() + can_step[choice]);
     }
   }
   return ::testing::AssertionSuccess();
@@ -140,15 +157,17 @@ Order tickets(const ChainRun& r) {
 
 TEST(ChainOrder, EveryRunEndsAndReadsTheSequentialScan) {
   uint64_t seed = 1;
-  for (const bool backward : {false, true})
-    for (const int64_t chains : {1, 3, 8})
-      for (const int64_t chunks : {1, 2, 7, 40})
-        for (const int64_t resident : {1, 2, 5, 64}) {
-          const ChainRun r{chains, chunks, resident, backward};
-          for (int repeat = 0; repeat < 40; ++repeat)
-            EXPECT_TRUE(simulate(r, tickets(r), seed++)) << (backward ? "backward" : "forward") << " chains=" << chains
-                                                         << " chunks=" << chunks << " resident=" << resident;
-        }
+  for (const bool persistent : {false, true})
+    for (const bool backward : {false, true})
+      for (const int64_t chains : {1, 3, 8})
+        for (const int64_t chunks : {1, 2, 7, 40})
+          for (const int64_t resident : {1, 2, 5, 64}) {
+            const ChainRun r{chains, chunks, resident, backward, persistent};
+            for (int repeat = 0; repeat < 40; ++repeat)
+              EXPECT_TRUE(simulate(r, tickets(r), seed++))
+                  << (persistent ? "persistent " : "") << (backward ? "backward" : "forward") << " chains=" << chains
+                  << " chunks=" << chunks << " resident=" << resident;
+          }
 }
 
 // Blocks taking their chunks in blockIdx order (a chain's chunks one after another, the first
@@ -169,13 +188,14 @@ TEST(ChainOrder, BlockIndexOrderDeadlocksBackward) {
 // A block that takes the tag of the link before its own reads a value that is not yet its chunk's
 // in some interleaving (at the chain's second link, the zeroed slot).
 TEST(ChainOrder, TakingTheTagOfTheLinkBeforeIsCaught) {
-  for (const bool backward : {false, true}) {
-    const ChainRun r{2, 6, 4, backward};
-    const Tags one_before = [](int64_t position) { return link_tag(position - 1); };
-    bool caught = false;
-    for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate(r, tickets(r), seed, one_before);
-    EXPECT_TRUE(caught) << (backward ? "backward" : "forward");
-  }
+  for (const bool persistent : {false, true})
+    for (const bool backward : {false, true}) {
+      const ChainRun r{2, 6, 4, backward, persistent};
+      const Tags one_before = [](int64_t position) { return link_tag(position - 1); };
+      bool caught = false;
+      for (uint64_t seed = 0; seed < 50 && !caught; ++seed) caught = !simulate(r, tickets(r), seed, one_before);
+      EXPECT_TRUE(caught) << (persistent ? "persistent " : "") << (backward ? "backward" : "forward");
+    }
 }
 
 // The automatic choice follows the measurements behind it (chain_order.h): on 132 SMs the chain

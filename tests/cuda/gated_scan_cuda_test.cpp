@@ -218,6 +218,30 @@ TEST(CudaGatedScan, OutputsKeepTheInputsLayout) {
 }
 
 // 16k positions (256 chunks, the state carried through all of them): finite, and equal to the CPU.
+// When one side decays the chained kernels' blocks are persistent, each taking chunk after chunk
+// (cuda/kernels/chunked_scan_kernels.cuh: for_block_chunk). A GPU holds more blocks than the cases
+// above have chunks, so here a launch may run only 1 or 3 of them: every block takes many chunks
+// of several chains, in the order of its tickets, and reuses its shared tiles from chunk to chunk.
+// Both sides decaying keeps a block a chunk, which the limit does not touch (the last layout).
+TEST(CudaGatedScan, PersistentBlocksTakingManyChunksMatchCpu) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const ScanStatePassSetting chain(cuda::ScanStatePass::kChain);
+  uint64_t seed = 700;
+  for (const int blocks : {1, 3}) {
+    const ScanPersistentBlocksSetting most(blocks);
+    for (const Precision& p : kPrecisions) {
+      const Tf32Setting mode(p.tf32);
+      for (const Layout& l : {Layout{Decay::PerChannel, Decay::None}, Layout{Decay::None, Decay::PerChannel},
+                              Layout{Decay::Scalar, Decay::None}, Layout{Decay::PerChannel, Decay::Scalar}})
+        for (const Case& c :
+             {Case{2, 3, 1000, 64, 64, l.key, l.value, true}, Case{1, 2, 300, 100, 48, l.key, l.value, false}})
+          expect_device_parity(scan_of(c, ScanAlgorithm::Chunked), draw(c, p.dtype, seed += 10), scan_tolerance(p),
+                               label(c, p, ScanAlgorithm::Chunked) + " chain, " + std::to_string(blocks) +
+                                   " persistent blocks");
+    }
+  }
+}
+
 TEST(CudaGatedScan, LongSequence) {
   LINEA_SKIP_WITHOUT_CUDA();
   for_each_state_pass(ScanAlgorithm::Chunked, [&](const std::string& pass) {

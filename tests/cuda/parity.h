@@ -84,6 +84,21 @@ class ScanStatePassSetting {
   cuda::ScanStatePass was_;
 };
 
+// The most persistent blocks a chained chunked-scan launch runs (cuda::set_scan_persistent_blocks)
+// for the setting's lifetime.
+class ScanPersistentBlocksSetting {
+ public:
+  explicit ScanPersistentBlocksSetting(int most) : was_(cuda::scan_persistent_blocks()) {
+    cuda::set_scan_persistent_blocks(most);
+  }
+  ~ScanPersistentBlocksSetting() { cuda::set_scan_persistent_blocks(was_); }
+  ScanPersistentBlocksSetting(const ScanPersistentBlocksSetting&) = delete;
+  ScanPersistentBlocksSetting& operator=(const ScanPersistentBlocksSetting&) = delete;
+
+ private:
+  int was_;
+};
+
 // Both of the chunked scan's state passes (kAuto picks one of them), with their names for the
 // tests' labels.
 struct NamedScanStatePass {
