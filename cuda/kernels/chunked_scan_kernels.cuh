@@ -21,8 +21,9 @@
 //   o_t   = exp(Lv_t) * (h (q_t * exp(Lk_t)))  +  A_tt v_t
 //           + sum_{s<t} A_ts (v_s * exp(Lv_t - Lv_s)),    A_ts = sum_i q_ti k_si exp(Lk_ti - Lk_si)
 //   h'    = diag(exp(Lv_last)) h diag(exp(Lk_last)) + sum_s (v_s exp(Lv_last - Lv_s)) (k_s exp(Lk_last - Lk_s))^T
-// Forward: chunk_output, a block per chunk, computes every chunk's outputs in parallel from its
-// inputs and the state before it. The state passes from chunk to chunk in one of two ways
+// Forward: chunk_output, a block per chunk (or persistent blocks taking chunk after chunk:
+// for_block_chunk), computes every chunk's outputs in parallel from its inputs and the state
+// before it. The state passes from chunk to chunk in one of two ways
 // (ScanStatePass, cuda/backend.h): in two kernels of its own first (chunk_updates computes every
 // chunk's own update of the state, the sum in h' above, in parallel; state_scan carries the state
 // through the chunks, storing the state before every chunk and the final one), or inside
@@ -1686,8 +1687,8 @@ template <class T, Products kProducts>
 void run_chunk_output(ScanArgs<T>& a, bool chained, int device, cudaStream_t stream) {
   const std::unique_ptr<DeviceBuffer> counters = chained ? start_chain(a, device, stream, "gated_scan") : nullptr;
   launch_per_chunk(a, chained, ChunkTiles<T>::bytes(false), device, stream, "gated_scan",
-                   [](auto kChained, auto kPersistent) {
-                     return chunk_output_kernel<T, kProducts, decltype(kChained)::value, decltype(kPersistent)::value>;
+                   [](auto chained, auto persistent) {
+                     return chunk_output_kernel<T, kProducts, decltype(chained)::value, decltype(persistent)::value>;
                    });
   a.chain = {};
 }
@@ -1771,8 +1772,8 @@ void backward(const ScanTensors& in, const Tensor& dout, const Tensor& dfinal, c
   const std::unique_ptr<DeviceBuffer> counters =
       chained ? start_chain(a, device, stream, "gated_scan_backward") : nullptr;
   launch_per_chunk(a, chained, ChunkTiles<T>::bytes(true), device, stream, "gated_scan_backward",
-                   [](auto kChained, auto kPersistent) {
-                     return chunk_gradient_kernel<T, kProducts, decltype(kChained)::value, decltype(kPersistent)::value>;
+                   [](auto chained, auto persistent) {
+                     return chunk_gradient_kernel<T, kProducts, decltype(chained)::value, decltype(persistent)::value>;
                    });
   for (const Output<T>* x : {&dq, &dk, &dv, &dgk, &dgv}) x->add(stream, device);
 }

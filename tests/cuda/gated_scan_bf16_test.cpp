@@ -118,6 +118,21 @@ TEST(CudaGatedScanBFloat16, WithinTheDerivedBoundsOfTheFloat64Scan) {
       }
 }
 
+// The one-sided gates' chained kernels run persistent blocks (chunked_scan_kernels.cuh:
+// for_block_chunk), here 1 or 3 of them, so that each block takes many chunks; a bfloat16 scan's
+// tiles land through registers (NarrowPiece) in every chunk.
+TEST(CudaGatedScanBFloat16, PersistentBlocksWithinTheBounds) {
+  LINEA_SKIP_WITHOUT_CUDA();
+  const ScanStatePassSetting chain(cuda::ScanStatePass::kChain);
+  uint64_t seed = 900;
+  for (const int blocks : {1, 3}) {
+    const ScanPersistentBlocksSetting most(blocks);
+    for (const auto& [key, value] : {std::pair{Decay::PerChannel, Decay::None}, std::pair{Decay::None, Decay::Scalar}})
+      expect_within_bounds({key, value, {2, 2, 300, 64, 48}, blocks == 1, blocks == 3}, ScanAlgorithm::Chunked,
+                           seed += 10);
+  }
+}
+
 TEST(CudaGatedScanBFloat16, LongSequenceWithinTheBounds) {
   LINEA_SKIP_WITHOUT_CUDA();
   // ReGLA's layout (a key decay per step, a value decay per channel) over 32 chunks.

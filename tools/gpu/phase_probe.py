@@ -33,20 +33,20 @@ static __device__ unsigned long long g_phase_cycles[2][32];
 static __device__ unsigned g_phase_blocks[2];
 static __device__ __forceinline__ long long* phase_stamps() { __shared__ long long stamps[32]; return stamps; }
 #define PHASE(i) do { if (threadIdx.x == 0) phase_stamps()[i] = clock64(); } while (0)
-// Adds this block's phases (stamps 1 .. n - 1, and prepare_chunk's 16 .. 21 after stamp 1); the
-// launch's last block prints the averages and clears the sums for the next launch.
-static __device__ __noinline__ void phase_report(int kernel, int n) {
+// Adds this chunk's phases (stamps 1 .. n - 1, and prepare_chunk's 16 .. 21 after stamp 1); the
+// launch's last chunk of `chunks` prints the averages and clears the sums for the next launch.
+static __device__ __noinline__ void phase_report(int kernel, int n, long long chunks) {
   if (threadIdx.x != 0) return;
   const long long* st = phase_stamps();
   for (int i = 1; i < n; ++i) atomicAdd(&g_phase_cycles[kernel][i], (unsigned long long)(st[i] - st[i - 1]));
   for (int i = 16; i < 22; ++i)
     atomicAdd(&g_phase_cycles[kernel][i], (unsigned long long)(st[i] - st[i == 16 ? 1 : i - 1]));
   __threadfence();
-  if (atomicAdd(&g_phase_blocks[kernel], 1u) != gridDim.x - 1) return;
+  if (atomicAdd(&g_phase_blocks[kernel], 1u) != chunks - 1) return;
   __threadfence();
-  printf("phases %s %u blocks:", kernel ? "gradient" : "output", gridDim.x);
+  printf("phases %s %lld chunks, %u blocks:", kernel ? "gradient" : "output", chunks, gridDim.x);
   for (int i = 1; i < 22; ++i) {
-    if (i < n || i >= 16) printf(" %d=%llu", i, g_phase_cycles[kernel][i] / gridDim.x);
+    if (i < n || i >= 16) printf(" %d=%llu", i, g_phase_cycles[kernel][i] / chunks);
     g_phase_cycles[kernel][i] = 0;
   }
   printf("\n");
@@ -60,10 +60,11 @@ ISSUED = ("    if (!kChained) load_state_tile<T, N, P>(s.dh, state_tile(a.dstate
 # must occur exactly once.
 AFTER = [
     ("constexpr double kMildLogDecay = 64.0;\n", DEVICE),
-    # for_block_chunk
+    # for_block_chunk: a chunk's ticket phase runs from the block's start, or from the end of the
+    # persistent block's chunk before
     ("  const ChunkTiles<T> s(smem_bytes, backward);\n", "  PHASE(0);\n"),
-    ("  else p = place_of(a, a.chunks);\n", "  PHASE(1);\n"),
-    ("  if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{});\n", None),
+    ("      ticket = next_ticket;\n", "      PHASE(0);\n"),
+    ("    if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{}, next);\n", None),
     # prepare_chunk
     (ISSUED, None),
     ("  const bool mild = __syncthreads_and(x.total.as_double() >= -kMildLogDecay);\n", "  PHASE(18);\n"),
@@ -79,7 +80,8 @@ AFTER = [
     ("  decayed_product<kProducts, true>(o, s.stripes, s.v, value_p, w);\n", "  PHASE(5);\n"),
     ("  if constexpr (kChained) pass_state<false, kProducts>(update, s.h, s, a, p);\n", "  PHASE(6);\n"),
     ("  through_state<kProducts, false>(inter, s.q, key_p, s.h, w, false);\n", "  PHASE(7);\n"),
-    ("  store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);\n", "  PHASE(8);\n  phase_report(0, 9);\n"),
+    ("  store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);\n",
+     "  PHASE(8);\n  phase_report(0, 9, chained_tickets(a));\n"),
     # chunk_gradient_body
     ("                            kMild || a.key_mode == kNoDecay ? s.q : s.w, warp_part());\n", "    PHASE(3);\n"),
     ("    pass_state<true, kProducts>(update, s.dh, s, a, p);\n", "    PHASE(4);\n"),
@@ -92,15 +94,15 @@ AFTER = [
     ("  store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);\n", "  PHASE(10);\n"),
     ("  store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);\n", "  PHASE(11);\n"),
     ("                       a.key_mode == kScalarDecay ? scalar_part : p.vt, a.steps, kc, a.dk, s.z);\n",
-     "  PHASE(12);\n  phase_report(1, 13);\n"),
+     "  PHASE(12);\n  phase_report(1, 13, chained_tickets(a));\n"),
 ]
 # Stamps that go inside the anchored text rather than after it.
 INSIDE = {
     ISSUED: ISSUED.replace("  cp_async_wait_all_but_last();", "  PHASE(16);\n  cp_async_wait_all_but_last();") +
             "  PHASE(17);\n",
-    "  if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{});\n":
-        "  const bool mild = prepare_chunk<kProducts, kChained>(s, a, p, backward);\n  PHASE(2);\n"
-        "  if (mild) body(s, p, std::true_type{});\n",
+    "    if (prepare_chunk<kProducts, kChained>(s, a, p, backward)) body(s, p, std::true_type{}, next);\n":
+        "    PHASE(1);\n    const bool mild = prepare_chunk<kProducts, kChained>(s, a, p, backward);\n    PHASE(2);\n"
+        "    if (mild) body(s, p, std::true_type{}, next);\n",
     "  cp_async_wait_all();\n  __syncthreads();\n  if (x.mode != kNoDecay || kRound) {":
         "  cp_async_wait_all();\n  __syncthreads();\n  PHASE(20);\n  if (x.mode != kNoDecay || kRound) {",
     "  round_state_tiles<kProducts, kChained>(s, backward);\n  __syncthreads();\n  return true;\n":
