@@ -14,7 +14,9 @@
 // from a counter (`take_ticket`): the n-th block to start gets ticket n, the chunks are numbered
 // so that the one a block waits for has a smaller ticket, and a block with a smaller ticket has
 // already started, and itself waits only for smaller tickets. No block can wait for one that is
-// not running, so none waits forever.
+// not running, so none waits forever. A persistent block (chunked_scan_kernels.cuh:
+// for_block_chunk) takes a ticket for every chunk it does, asking for the next while it works on
+// one; the one it holds is larger than the one it works on, so the argument stands.
 //
 // Tagged words: the value travels with its own flag. Each 32-bit piece of it goes in a 64-bit word
 // whose high half says which link wrote it (`TaggedWord`); a thread of the next block reads the

@@ -193,10 +193,16 @@ template <class T>
 __device__ __forceinline__ Place place_of(const ScanArgs<T>& a, int64_t count, int64_t block = blockIdx.x) {
   return place_in_chain(a, block / count, block % count);
 }
-// The tickets of a launch whose state passes between the blocks: one per chunk of every chain.
+// Every chain's chunks: a per-chunk launch's blocks of one chunk each, or its tickets.
 template <class T>
-__host__ __device__ __forceinline__ int64_t chained_tickets(const ScanArgs<T>& a) {
+__host__ __device__ __forceinline__ int64_t chunk_count(const ScanArgs<T>& a) {
   return static_cast<int64_t>(a.key_tiles) * a.value_tiles * a.sequences * a.chunks;
+}
+// Whether exactly one side decays (the GLA gate, a value-side gate): the whole block then takes
+// that side's decays (factor_chunk), and chained launches run persistent blocks (persistent_blocks).
+template <class T>
+__host__ __device__ __forceinline__ bool one_side_decays(const ScanArgs<T>& a) {
+  return (a.key_mode == kNoDecay) != (a.value_mode == kNoDecay);
 }
 // A per-chunk block's place from its ticket when the state passes between the blocks (pass_state).
 template <class T>
@@ -838,9 +844,8 @@ __device__ bool prepare_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, cons
     if (backward) do_piece.land(s.dout);
   }
   // When one side decays (the GLA gate, a value-side gate) the whole block takes it (ColumnShare).
-  const bool one_side = (a.key_mode == kNoDecay) != (a.value_mode == kNoDecay);
-  return one_side ? factor_chunk<kProducts, kChained, 1>(s, a, backward)
-                  : factor_chunk<kProducts, kChained, 2>(s, a, backward);
+  return one_side_decays(a) ? factor_chunk<kProducts, kChained, 1>(s, a, backward)
+                            : factor_chunk<kProducts, kChained, 2>(s, a, backward);
 }
 
 // Calls f(n, e, position, channel) for every element of the warp's accumulator of a 64-channel
@@ -1167,7 +1172,7 @@ __device__ __forceinline__ void for_block_chunk(const ScanArgs<T>& a, bool backw
     run(place_of_ticket(a, take_ticket(a.chain.tickets), backward), none);
   } else {
     __shared__ unsigned next_ticket;
-    const unsigned tickets = static_cast<unsigned>(chained_tickets(a));
+    const unsigned tickets = static_cast<unsigned>(chunk_count(a));
     for (unsigned ticket = take_ticket(a.chain.tickets); ticket < tickets;) {
       TicketAhead next{a.chain.tickets};
       if (!backward) next.ask();
@@ -1576,7 +1581,7 @@ std::unique_ptr<DeviceBuffer> decays_buffer(const ScanArgs<T>& a, int device) {
 
 template <class T>
 dim3 chunk_grid(const ScanArgs<T>& a) {
-  return dim3(static_cast<unsigned>(sub_problems(a) * a.sequences * a.chunks));
+  return dim3(static_cast<unsigned>(chunk_count(a)));
 }
 
 // The persistent blocks of a per-chunk launch whose state passes between them (for_block_chunk):
@@ -1589,7 +1594,7 @@ dim3 persistent_grid(const ScanArgs<T>& a, Kernel kernel, size_t bytes, int devi
   LINEA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Geometry<T>::kThreads, bytes), op);
   int64_t blocks = std::max<int64_t>(1, int64_t{per_sm} * sm_count(device));
   if (scan_persistent_blocks() > 0) blocks = std::min<int64_t>(blocks, scan_persistent_blocks());
-  return dim3(static_cast<unsigned>(std::min(blocks, chained_tickets(a))));
+  return dim3(static_cast<unsigned>(std::min(blocks, chunk_count(a))));
 }
 
 // Whether a launch whose state passes between its blocks makes them persistent: when exactly one
@@ -1600,7 +1605,7 @@ dim3 persistent_grid(const ScanArgs<T>& a, Kernel kernel, size_t bytes, int devi
 // kernels of one chunk a block, compiled apart, do not pay.
 template <class T>
 bool persistent_blocks(const ScanArgs<T>& a) {
-  return (a.key_mode == kNoDecay) != (a.value_mode == kNoDecay);
+  return one_side_decays(a);
 }
 
 // Launches one of the per-chunk kernels (kernel<kChained, kPersistent>) over every chunk: a block

@@ -81,7 +81,7 @@ AFTER = [
     ("  if constexpr (kChained) pass_state<false, kProducts>(update, s.h, s, a, p);\n", "  PHASE(6);\n"),
     ("  through_state<kProducts, false>(inter, s.q, key_p, s.h, w, false);\n", "  PHASE(7);\n"),
     ("  store_rows(o, a.out, p, p.kt, w, a.steps, kWidth * p.vt, a.dv);\n",
-     "  PHASE(8);\n  phase_report(0, 9, chained_tickets(a));\n"),
+     "  PHASE(8);\n  phase_report(0, 9, chunk_count(a));\n"),
     # chunk_gradient_body
     ("                            kMild || a.key_mode == kNoDecay ? s.q : s.w, warp_part());\n", "    PHASE(3);\n"),
     ("    pass_state<true, kProducts>(update, s.dh, s, a, p);\n", "    PHASE(4);\n"),
@@ -94,7 +94,7 @@ AFTER = [
     ("  store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);\n", "  PHASE(10);\n"),
     ("  store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);\n", "  PHASE(11);\n"),
     ("                       a.key_mode == kScalarDecay ? scalar_part : p.vt, a.steps, kc, a.dk, s.z);\n",
-     "  PHASE(12);\n  phase_report(1, 13, chained_tickets(a));\n"),
+     "  PHASE(12);\n  phase_report(1, 13, chunk_count(a));\n"),
 ]
 # Stamps that go inside the anchored text rather than after it.
 INSIDE = {
