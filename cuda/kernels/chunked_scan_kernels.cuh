@@ -784,8 +784,12 @@ __device__ bool factor_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, bool 
     up[i] = down[i] = T(1);
     if (x.mode != kNoDecay) x.L[i].exp_both(up[i], down[i]);
     update_factor[i] = own_tile ? chunk_decay * down[i] : T(1);
-    factors.up[factors.at(x.t0 + i, x.c)] = up[i];
-    if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];
+    // The forward reads no key-side factor (chunk_output_body: q+ and k- carry them), only the
+    // value side's exp(Lv_t), so its key side stores none (GLA gate: 2% less time at 16k).
+    if (backward || !x.key_side) {
+      factors.up[factors.at(x.t0 + i, x.c)] = up[i];
+      if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];
+    }
     if constexpr (kSides == 1) {
       const ScaleFactors<T> still = mild_factors<T>(x.key_side ? s.Lv : s.Lk);
       still.up[still.at(x.t0 + i, x.c)] = T(1);
@@ -1334,7 +1338,9 @@ __device__ void write_decay_gradient(DecayTerms<T>& terms, const T* state_parts,
 //   dx~      = the anti-causal decayed product of the scores with `carried` (dout for dv, q for dk),
 //   dx^state = score_cols through dh', decayed to the chunk's end,
 //   dx       = dx~ + diag carried + dx^state (rescaled in a mild chunk),
-// and the side's decay-gradient terms w -= x dx~, z = x dx^state (the file's header).
+// and the side's decay-gradient terms w -= x dx~, z = x dx^state (the file's header). In a mild
+// chunk score_cols carry the other side's exp(-L_s), and other_last (that side's exp(L_last); null
+// where it does not decay) takes them to the chunk's end.
 template <Products kProducts, bool kStateTransposed, class T>
 __device__ void input_gradient(T (&dx)[kChannelTiles][4], DecayTerms<T>& terms, const ChunkTiles<T>& s,
                                const WarpPart& w, const T* diag, const T* score_cols, const Side<T>& other,
@@ -1426,7 +1432,11 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
     score_stripe<kProducts>(stripe, diag, s.q, s.k, key_p, w);
     zero(terms.w);
   }
-  input_gradient<kProducts, false>(acc, terms, s, w, diag, s.k, key_p, s.key_last, s.v, s.dout, value_p, value);  // dv
+  // A mild chunk's terms through dh' take the other side's exp(L_last) (input_gradient), which is 1
+  // where that side does not decay: then none, and no multiply and rounding per operand element.
+  const T* key_last = a.key_mode == kNoDecay ? nullptr : s.key_last;
+  const T* value_last = a.value_mode == kNoDecay ? nullptr : s.value_last;
+  input_gradient<kProducts, false>(acc, terms, s, w, diag, s.k, key_p, key_last, s.v, s.dout, value_p, value);  // dv
   store_rows(acc, a.grad_v, p, p.kt, w, a.steps, vc, a.dv);
   write_decay_gradient(terms, s.gv_state, s.value_last, a.value_mode, a.grad_gv, p, w,
                        a.value_mode == kScalarDecay ? scalar_part : p.kt, a.steps, vc, a.dv, s.w);
@@ -1441,7 +1451,7 @@ __device__ __forceinline__ void chunk_gradient_body(const ChunkTiles<T>& s, cons
   });
   store_rows(acc, a.grad_q, p, p.vt, w, a.steps, kc, a.dk);
   next.ask();  // with dk and dgk still to come (for_block_chunk)
-  input_gradient<kProducts, true>(acc, terms, s, w, diag, s.v, value_p, s.value_last, s.k, s.q, key_p, key);  // dk
+  input_gradient<kProducts, true>(acc, terms, s, w, diag, s.v, value_p, value_last, s.k, s.q, key_p, key);  // dk
   store_rows(acc, a.grad_k, p, p.vt, w, a.steps, kc, a.dk);
   write_decay_gradient(terms, s.gk_state, s.key_last, a.key_mode, a.grad_gk, p, w,
                        a.key_mode == kScalarDecay ? scalar_part : p.vt, a.steps, kc, a.dk, s.z);
