@@ -785,7 +785,8 @@ __device__ bool factor_chunk(const ChunkTiles<T>& s, const ScanArgs<T>& a, bool 
     if (x.mode != kNoDecay) x.L[i].exp_both(up[i], down[i]);
     update_factor[i] = own_tile ? chunk_decay * down[i] : T(1);
     // The forward reads no key-side factor (chunk_output_body: q+ and k- carry them), only the
-    // value side's exp(Lv_t), so its key side stores none (GLA gate: 2% less time at 16k).
+    // value side's exp(Lv_t), so its key side stores none. (The ones below for a value-side gate's
+    // key side are unread in the forward too; they stay, as that case was not run on a GPU.)
     if (backward || !x.key_side) {
       factors.up[factors.at(x.t0 + i, x.c)] = up[i];
       if constexpr (ScaleFactors<T>::kKeepsInverse) factors.down[factors.at(x.t0 + i, x.c)] = down[i];
